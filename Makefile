@@ -1,0 +1,47 @@
+# Two commands do all the set-up on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEB_PACKAGES := hping3 openssh-server openssh-client ethtool iproute2 procps gcc libc6-dev
+PYTEST_ARGS ?=
+
+.PHONY: run test unit integration bench lint deb clean
+
+$(STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev,cluster,bench]'
+	touch $(STAMP)
+
+# Debian packages the deploy and validation tests use (needs root; skipped otherwise).
+deb:
+	@if [ "$$(id -u)" = 0 ]; then \
+	  missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  if [ -n "$$missing" ]; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  fi; \
+	else echo "not root: skipping Debian packages ($(DEB_PACKAGES)); namespace tests will be skipped"; fi
+
+run: $(STAMP)
+	$(BIN)/nictune optimize configs/paper-47.yaml --out runs/paper-47
+
+test: $(STAMP) deb
+	$(BIN)/ruff check .
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+unit: $(STAMP)
+	$(BIN)/pytest -m "not netns" $(PYTEST_ARGS)
+
+integration: $(STAMP) deb
+	$(BIN)/pytest -m netns $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,5 @@
+import sys
+
+from nictune.cli import main
+
+sys.exit(main())

@@ -1,0 +1,63 @@
+"""The `nictune` command line: parses, calls one function per command, prints.
+
+Each part registers its own sub-commands (`register(subparsers)` in
+`nictune/<part>/cli.py`), so the parts stay independent. Bad input of any kind ends with
+a one-line message and exit code 2; a failed run with exit code 1 (DESIGN §4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from nictune import __version__
+from nictune.errors import InputError, RunError
+
+PARTS = ("nictune.simulator.cli", "nictune.optimizer.cli", "nictune.deploy.cli",
+         "nictune.validation.cli")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (no usage dump) and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        sys.exit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="nictune", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"nictune {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+    for name in PARTS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue  # a part that is not built yet
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except InputError as exc:
+        print(f"nictune {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except RunError as exc:
+        print(f"nictune {args.command}: failed: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"nictune {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

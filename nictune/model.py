@@ -1,0 +1,519 @@
+"""Domain types and config loading (DESIGN §2–§3).
+
+A config names hosts (cores, cost profile, memory, power), NICs (host, link, ring limits)
+and transmissions (size, packet size, offered rate, arrival process, default setting).
+`load_config` parses human units to SI and validates every field; any problem raises
+`ConfigError` whose one-line message names the file, the field and what was expected.
+Unknown keys are errors, so a typo is never silently ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nictune.errors import InputError
+from nictune.units import (
+    parse_bitrate,
+    parse_byterate,
+    parse_duration,
+    parse_power,
+    parse_rate,
+    parse_size,
+)
+
+MODES = ("active_wait", "passive_wait", "watermark", "busy_poll")
+ARRIVALS = ("cbr", "poisson", "onoff")
+PLACEMENTS = ("same_core", "same_die", "same_package", "cross_package")
+# Per-byte cost multiplier of the consumer's placement relative to the IRQ core: the wrong
+# pair costs up to 40 % (Faulkner et al., seed paper).
+PLACEMENT_COST = {"same_core": 1.0, "same_die": 1.1, "same_package": 1.2, "cross_package": 1.4}
+# Preamble + start delimiter (8 B) and inter-frame gap (12 B) that every frame costs the link.
+WIRE_OVERHEAD_BYTES = 20
+MIN_PACKET, MAX_PACKET = 64, 9000
+# PF_RING's defaults: watermark 128, poll duration 500 ms, min_num_slots 4096 (DESIGN §2).
+PFRING_WATERMARK, PFRING_POLL_DURATION, PFRING_SLOTS = 128, 0.5, 4096
+MIN_INTERVAL, MAX_INTERVAL = 1e-6, 10.0
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class ConfigError(InputError):
+    """A config (or setting) that cannot be used; the message names file and field."""
+
+
+@dataclass(frozen=True)
+class Costs:
+    """CPU seconds each unit of receive work costs on the core that does it."""
+
+    irq: float = 4e-6
+    per_packet: float = 0.6e-6
+    per_byte: float = 0.25e-9
+    poll_check: float = 0.05e-6
+
+
+@dataclass(frozen=True)
+class Memory:
+    """The host's memory bus, shared by all its transmissions."""
+
+    bandwidth: float = 20e9
+    traffic_per_byte: float = 3.0
+    sustainable: float = 0.65
+
+
+@dataclass(frozen=True)
+class Power:
+    """NIC idle power (None: derived from the link speed) and power of one busy core."""
+
+    nic_idle: float | None = None
+    core_busy: float = 15.0
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    cores: int = 4
+    costs: Costs = field(default_factory=Costs)
+    memory: Memory = field(default_factory=Memory)
+    power: Power = field(default_factory=Power)
+    backlog_slots: int = 1000
+
+
+@dataclass(frozen=True)
+class Nic:
+    name: str
+    host: str
+    link: float  # bit/s
+    ring_slots: int = PFRING_SLOTS
+    min_ring_slots: int = 64
+    max_ring_slots: int = 32768
+    irq_core: int = 0
+
+    def idle_power(self, host: Host) -> float:
+        """Watts the NIC draws idle: the host's figure, else ≈1 W per Gbit/s (1–25 W)."""
+        if host.power.nic_idle is not None:
+            return host.power.nic_idle
+        return min(25.0, max(0.5, self.link / 1e9))
+
+
+@dataclass(frozen=True)
+class NicSetting:
+    """A mode plus its parameters (DESIGN §2). Times in seconds."""
+
+    mode: str
+    ring_slots: int = PFRING_SLOTS
+    poll_interval: float | None = None
+    watermark: int | None = None
+    watermark_timeout: float | None = None
+    irq_core: int = 0
+    placement: str = "same_core"
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract keys of DESIGN §4 (`poll_interval_s`, `watermark_timeout_s`, ...)."""
+        return {
+            "mode": self.mode,
+            "poll_interval_s": self.poll_interval,
+            "watermark": self.watermark,
+            "watermark_timeout_s": self.watermark_timeout,
+            "ring_slots": self.ring_slots,
+            "irq_core": self.irq_core,
+            "placement": self.placement,
+        }
+
+    def describe(self) -> str:
+        """Short human form: `watermark W=128 timeout=500 ms ring=4096`."""
+        from nictune.units import format_duration
+
+        parts = [self.mode]
+        if self.mode == "passive_wait":
+            parts.append(f"every {format_duration(self.poll_interval or 0)}")
+        if self.mode == "watermark":
+            timeout = self.watermark_timeout or 0
+            parts.append(f"W={self.watermark}")
+            parts.append(f"timeout={format_duration(timeout)}" if timeout else "no timeout")
+        parts.append(f"ring={self.ring_slots}")
+        return " ".join(parts)
+
+
+def pfring_default(nic: Nic) -> NicSetting:
+    """PF_RING's defaults in nictune's terms: watermark 128, 500 ms timeout, 4096 slots."""
+    slots = min(max(PFRING_SLOTS, nic.min_ring_slots), nic.max_ring_slots)
+    return NicSetting(
+        mode="watermark",
+        watermark=min(PFRING_WATERMARK, slots // 2),
+        watermark_timeout=PFRING_POLL_DURATION,
+        ring_slots=slots,
+        irq_core=nic.irq_core,
+    )
+
+
+@dataclass(frozen=True)
+class Transmission:
+    id: str
+    nic: str
+    size: float  # bytes
+    packet_size: int  # bytes
+    rate: float  # offered packets/s, already capped by the link
+    arrival: str = "poisson"
+    onoff_on: float = 0.01  # s of each burst (arrival onoff)
+    onoff_off: float = 0.01  # s of silence between bursts
+    start: float = 0.0  # s after the host's first transmission starts
+    max_latency_p99: float | None = None
+    default: NicSetting | None = None
+
+    @property
+    def packets(self) -> int:
+        return max(1, math.ceil(self.size / self.packet_size))
+
+
+@dataclass(frozen=True)
+class Config:
+    hosts: dict[str, Host]
+    nics: dict[str, Nic]
+    transmissions: list[Transmission]
+    source: str = "<config>"
+    digest: str = ""
+
+    def transmission(self, tid: str) -> Transmission:
+        for t in self.transmissions:
+            if t.id == tid:
+                return t
+        known = ", ".join(t.id for t in self.transmissions[:10])
+        raise ConfigError(f"{self.source}: no transmission {tid!r} (known: {known}, ...)")
+
+    def nic_of(self, t: Transmission) -> Nic:
+        return self.nics[t.nic]
+
+    def host_of(self, t: Transmission) -> Host:
+        return self.hosts[self.nics[t.nic].host]
+
+    def default_setting(self, t: Transmission) -> NicSetting:
+        return t.default if t.default is not None else pfring_default(self.nic_of(t))
+
+    def select(self, ids: Iterable[str] | None) -> list[Transmission]:
+        """The named transmissions in the order given, or all of them."""
+        return list(self.transmissions) if not ids else [self.transmission(i) for i in ids]
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+class _Fields:
+    """A mapping being read at `where` in `source`; reports unknown keys as errors."""
+
+    def __init__(self, raw: object, source: str, where: str, allowed: Iterable[str]):
+        self.source, self.where = source, where
+        if not isinstance(raw, dict):
+            self.fail(f"expected a mapping, got {type(raw).__name__}")
+        self.raw: dict[str, Any] = raw  # type: ignore[assignment]
+        unknown = [k for k in self.raw if k not in allowed]
+        if unknown:
+            self.fail(f"unknown key {unknown[0]!r} (allowed: {', '.join(allowed)})", unknown[0])
+
+    def path(self, key: str | None = None) -> str:
+        if key is None:
+            return self.where
+        return f"{self.where}.{key}" if self.where else key
+
+    def fail(self, reason: str, key: str | None = None) -> None:
+        raise ConfigError(f"{self.source}: {self.path(key) or '(top level)'}: {reason}")
+
+    def has(self, key: str) -> bool:
+        return self.raw.get(key) is not None
+
+    def get(self, key: str, parse: Callable[[Any], Any], default: Any = None,
+            low: float | None = None, high: float | None = None, unit: str = "") -> Any:
+        if not self.has(key):
+            if default is None:
+                return None
+            value = default
+        else:
+            try:
+                value = parse(self.raw[key])
+            except ValueError as exc:
+                self.fail(str(exc), key)
+        if (low is not None and value < low) or (high is not None and value > high):
+            self.fail(f"must be between {_fmt(low)} and {_fmt(high)}{unit}, got {_fmt(value)}",
+                      key)
+        return value
+
+    def required(self, key: str, parse: Callable[[Any], Any], **limits: Any) -> Any:
+        if not self.has(key):
+            self.fail("is required", key)
+        return self.get(key, parse, **limits)
+
+    def choice(self, key: str, choices: tuple[str, ...], default: str | None = None) -> str:
+        value = self.raw.get(key, default)
+        if value not in choices:
+            self.fail(f"must be one of {', '.join(choices)}, got {value!r}", key)
+        return value
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise ValueError(f"expected a whole number, got {value!r}")
+    return int(value)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def _identifier(value: Any) -> str:
+    if not isinstance(value, str) or not _ID.match(value):
+        raise ValueError(f"expected a name of letters, digits, '_', '.', '-', got {value!r}")
+    return value
+
+
+SETTING_KEYS = ("mode", "poll_interval", "watermark", "watermark_timeout", "ring_slots",
+                "irq_core", "placement")
+
+
+def parse_setting(raw: object, nic: Nic, host: Host, source: str, where: str) -> NicSetting:
+    """A `NicSetting` from config form (`{mode: watermark, watermark: 128, ...}`)."""
+    f = _Fields(raw, source, where, SETTING_KEYS)
+    mode = f.choice("mode", MODES)
+    ring = f.get("ring_slots", _integer, nic.ring_slots, nic.min_ring_slots, nic.max_ring_slots,
+                 " slots (the NIC's ring limits)")
+    setting = NicSetting(
+        mode=mode,
+        ring_slots=ring,
+        irq_core=f.get("irq_core", _integer, nic.irq_core, 0, host.cores - 1,
+                       f" (host {host.name} has {host.cores} cores)"),
+        placement=f.choice("placement", PLACEMENTS, "same_core"),
+    )
+    used = {"passive_wait": ("poll_interval",), "watermark": ("watermark", "watermark_timeout")}
+    for key in ("poll_interval", "watermark", "watermark_timeout"):
+        if f.has(key) and key not in used.get(mode, ()):
+            f.fail(f"is not used by mode {mode}", key)
+    if mode == "passive_wait":
+        setting = replace(setting, poll_interval=f.required(
+            "poll_interval", parse_duration, low=MIN_INTERVAL, high=MAX_INTERVAL, unit=" s"))
+    if mode == "watermark":
+        setting = replace(
+            setting,
+            watermark=f.required("watermark", _integer, low=1, high=ring // 2,
+                                 unit=" packets (half the ring)"),
+            watermark_timeout=f.get("watermark_timeout", parse_duration, 0.0, 0.0, MAX_INTERVAL,
+                                    " s"),
+        )
+    return setting
+
+
+def setting_from_json(raw: dict[str, Any]) -> NicSetting:
+    """Inverse of `NicSetting.to_json` (plan files); values are trusted to be SI."""
+    return NicSetting(
+        mode=raw["mode"],
+        ring_slots=int(raw["ring_slots"]),
+        poll_interval=raw.get("poll_interval_s"),
+        watermark=raw.get("watermark"),
+        watermark_timeout=raw.get("watermark_timeout_s"),
+        irq_core=int(raw.get("irq_core") or 0),
+        placement=raw.get("placement") or "same_core",
+    )
+
+
+def _parse_host(name: str, raw: object, source: str, base: Path) -> Host:
+    where = f"hosts.{name}"
+    f = _Fields(raw, source, where, ("cores", "profile", "costs", "memory", "power",
+                                     "backlog_slots"))
+    _identifier_or_fail(name, source, where)
+    sections: dict[str, dict[str, Any]] = {"costs": {}, "memory": {}, "power": {}}
+    if f.has("profile"):
+        sections = _load_profile(base / str(f.raw["profile"]), source, f.path("profile"))
+    for key in sections:
+        if f.has(key):
+            if not isinstance(f.raw[key], dict):
+                f.fail("expected a mapping", key)
+            sections[key] = {**sections[key], **f.raw[key]}
+    c = _Fields(sections["costs"], source, f.path("costs"),
+                ("irq", "per_packet", "per_byte", "poll_check"))
+    m = _Fields(sections["memory"], source, f.path("memory"),
+                ("bandwidth", "traffic_per_byte", "sustainable"))
+    p = _Fields(sections["power"], source, f.path("power"), ("nic_idle", "core_busy"))
+    d = Costs()
+    costs = Costs(
+        irq=c.get("irq", parse_duration, d.irq, 0.0, 1e-3, " s"),
+        per_packet=c.get("per_packet", parse_duration, d.per_packet, 0.0, 1e-3, " s"),
+        per_byte=c.get("per_byte", parse_duration, d.per_byte, 0.0, 1e-6, " s"),
+        poll_check=c.get("poll_check", parse_duration, d.poll_check, 1e-10, 1e-3, " s"),
+    )
+    dm = Memory()
+    memory = Memory(
+        bandwidth=m.get("bandwidth", parse_byterate, dm.bandwidth, 1e6, 1e13, " B/s"),
+        traffic_per_byte=m.get("traffic_per_byte", _number, dm.traffic_per_byte, 1.0, 8.0),
+        sustainable=m.get("sustainable", _number, dm.sustainable, 0.05, 1.0),
+    )
+    power = Power(
+        nic_idle=p.get("nic_idle", parse_power, None, 0.0, 500.0, " W"),
+        core_busy=p.get("core_busy", parse_power, Power().core_busy, 0.0, 500.0, " W"),
+    )
+    return Host(
+        name=name,
+        cores=f.get("cores", _integer, 4, 1, 1024),
+        costs=costs, memory=memory, power=power,
+        backlog_slots=f.get("backlog_slots", _integer, 1000, 1, 10_000_000),
+    )
+
+
+def _load_profile(path: Path, source: str, where: str) -> dict[str, dict[str, Any]]:
+    """A host profile file (`nictune calibrate` writes one): costs, memory and power."""
+    raw = _read_yaml(path, f"{source}: {where}")
+    f = _Fields(raw, str(path), "", ("costs", "memory", "power", "fit"))
+    out: dict[str, dict[str, Any]] = {}
+    for key in ("costs", "memory", "power"):
+        value = f.raw.get(key) or {}
+        if not isinstance(value, dict):
+            f.fail("expected a mapping", key)
+        out[key] = dict(value)
+    return out
+
+
+def _identifier_or_fail(name: object, source: str, where: str) -> str:
+    try:
+        return _identifier(name)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {where}: {exc}") from None
+
+
+def _parse_nic(name: str, raw: object, hosts: dict[str, Host], source: str) -> Nic:
+    where = f"nics.{name}"
+    _identifier_or_fail(name, source, where)
+    f = _Fields(raw, source, where, ("host", "link", "ring_slots", "min_ring_slots",
+                                     "max_ring_slots", "irq_core"))
+    host = f.raw.get("host")
+    if host not in hosts:
+        f.fail(f"unknown host {host!r} (hosts: {', '.join(hosts) or 'none'})", "host")
+    low = f.get("min_ring_slots", _integer, 64, 1, 1 << 20)
+    high = f.get("max_ring_slots", _integer, max(32768, low), low, 1 << 20)
+    return Nic(
+        name=name,
+        host=host,
+        link=f.required("link", parse_bitrate, low=1e6, high=1e12, unit=" bit/s"),
+        ring_slots=f.get("ring_slots", _integer, min(max(PFRING_SLOTS, low), high), low, high),
+        min_ring_slots=low,
+        max_ring_slots=high,
+        irq_core=f.get("irq_core", _integer, 0, 0, hosts[host].cores - 1,
+                       f" (host {host} has {hosts[host].cores} cores)"),
+    )
+
+
+TRANSMISSION_KEYS = ("id", "nic", "size", "packet_size", "rate", "arrival", "onoff", "start",
+                     "max_latency_p99", "default")
+
+
+def _parse_transmission(i: int, raw: object, nics: dict[str, Nic], hosts: dict[str, Host],
+                        source: str) -> Transmission:
+    f = _Fields(raw, source, f"transmissions[{i}]", TRANSMISSION_KEYS)
+    tid = f.required("id", lambda v: _identifier(str(v)))
+    nic_name = f.raw.get("nic")
+    if nic_name not in nics:
+        f.fail(f"unknown nic {nic_name!r} (nics: {', '.join(list(nics)[:8]) or 'none'})", "nic")
+    nic = nics[nic_name]
+    packet_size = f.required("packet_size", _integer, low=MIN_PACKET, high=MAX_PACKET,
+                             unit=" bytes")
+    size = f.required("size", parse_size, low=packet_size, high=1e15, unit=" bytes")
+    link_pps = nic.link / (8.0 * (packet_size + WIRE_OVERHEAD_BYTES))
+    rate = f.required("rate", lambda v: parse_rate(v, packet_size), low=1e-3, high=1e9,
+                      unit=" packets/s")
+    arrival = f.choice("arrival", ARRIVALS, "poisson")
+    on, off = 0.01, 0.01
+    if f.has("onoff"):
+        if arrival != "onoff":
+            f.fail(f"is only used with arrival onoff, not {arrival}", "onoff")
+        o = _Fields(f.raw["onoff"], source, f.path("onoff"), ("on", "off"))
+        on = o.get("on", parse_duration, on, 1e-6, 3600.0, " s")
+        off = o.get("off", parse_duration, off, 0.0, 3600.0, " s")
+    default = None
+    if f.has("default"):
+        default = parse_setting(f.raw["default"], nic, hosts[nic.host], source, f.path("default"))
+    return Transmission(
+        id=tid, nic=nic_name, size=size, packet_size=packet_size,
+        rate=min(rate, link_pps), arrival=arrival, onoff_on=on, onoff_off=off,
+        start=f.get("start", parse_duration, 0.0, 0.0, 86400.0, " s"),
+        max_latency_p99=f.get("max_latency_p99", parse_duration, None, 1e-7, 3600.0, " s"),
+        default=default,
+    )
+
+
+def _read_yaml(path: Path, what: str) -> Any:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{what}: cannot read {path}: {exc.strerror}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{path}: invalid YAML{at}: {problem}") from None
+
+
+def parse_config(raw: object, source: str = "<config>", base: Path | None = None) -> Config:
+    """Validate an already-loaded YAML document into a `Config`."""
+    base = base or Path(".")
+    f = _Fields(raw, source, "", ("hosts", "nics", "transmissions"))
+    for key in ("hosts", "nics", "transmissions"):
+        if not f.raw.get(key):
+            f.fail("is required and must not be empty", key)
+    if not isinstance(f.raw["hosts"], dict):
+        f.fail("expected a mapping of host name to host", "hosts")
+    if not isinstance(f.raw["nics"], dict):
+        f.fail("expected a mapping of NIC name to NIC", "nics")
+    if not isinstance(f.raw["transmissions"], list):
+        f.fail("expected a list of transmissions", "transmissions")
+    hosts = {str(n): _parse_host(str(n), h, source, base) for n, h in f.raw["hosts"].items()}
+    nics = {str(n): _parse_nic(str(n), v, hosts, source) for n, v in f.raw["nics"].items()}
+    transmissions = [_parse_transmission(i, t, nics, hosts, source)
+                     for i, t in enumerate(f.raw["transmissions"])]
+    seen: set[str] = set()
+    for i, t in enumerate(transmissions):
+        if t.id in seen:
+            raise ConfigError(f"{source}: transmissions[{i}].id: duplicate id {t.id!r}")
+        seen.add(t.id)
+    _check_shared_nic_defaults(transmissions, source)
+    digest = hashlib.sha256(yaml.safe_dump(raw, sort_keys=True).encode()).hexdigest()
+    return Config(hosts=hosts, nics=nics, transmissions=transmissions, source=source,
+                  digest=f"sha256:{digest}")
+
+
+def _check_shared_nic_defaults(transmissions: list[Transmission], source: str) -> None:
+    """Transmissions on one NIC share its ring and IRQ core (a NIC has one of each)."""
+    first: dict[str, tuple[int, Transmission]] = {}
+    for i, t in enumerate(transmissions):
+        if t.default is None:
+            continue
+        if t.nic in first:
+            j, other = first[t.nic]
+            assert other.default is not None
+            if (other.default.ring_slots, other.default.irq_core) != (
+                    t.default.ring_slots, t.default.irq_core):
+                raise ConfigError(
+                    f"{source}: transmissions[{i}].default: ring_slots/irq_core differ from "
+                    f"transmissions[{j}] on the same nic {t.nic!r}; a NIC has one ring and "
+                    "one IRQ core")
+        else:
+            first[t.nic] = (i, t)
+
+
+def load_config(path: str | Path) -> Config:
+    """Load and validate a YAML config file; `ConfigError` names what is wrong."""
+    path = Path(path)
+    raw = _read_yaml(path, "config")
+    return parse_config(raw, source=str(path), base=path.parent)
+

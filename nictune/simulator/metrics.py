@@ -1,0 +1,57 @@
+"""What one simulation of one transmission under one setting reports (DESIGN §4, contract).
+
+Both engines (`des`, `fast`) return `Metrics`; `to_json` gives exactly the contract keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nictune.model import NicSetting
+
+CONTRACT_KEYS = (
+    "transmission", "engine", "setting", "packets_offered", "packets_delivered",
+    "packets_dropped", "packets_stranded", "bytes_delivered", "duration_s", "offered_bps",
+    "throughput_bps", "interrupts", "empty_wakeups", "cpu_busy_s", "cpu_util",
+    "latency_mean_s", "latency_p99_s", "energy_j", "window_packets", "extrapolated",
+)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Counts are for the whole transmission (scaled when a window was extrapolated).
+
+    `duration_s` runs from the first arrival to the last delivery; `throughput_bps` is
+    8 · bytes_delivered / duration_s; `interrupts` counts every wake-up that paid `irq`
+    (per packet, timer or watermark) and `empty_wakeups` the ones that found nothing;
+    `cpu_util` is cpu_busy_s / duration_s on the NIC's IRQ core.
+    """
+
+    transmission: str
+    engine: str
+    setting: NicSetting
+    packets_offered: int
+    packets_delivered: int
+    packets_dropped: int
+    packets_stranded: int
+    bytes_delivered: float
+    duration_s: float
+    offered_bps: float
+    throughput_bps: float
+    interrupts: float
+    empty_wakeups: float
+    cpu_busy_s: float
+    cpu_util: float
+    latency_mean_s: float
+    latency_p99_s: float
+    energy_j: float
+    window_packets: int
+    extrapolated: bool
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key in CONTRACT_KEYS:
+            value = getattr(self, key)
+            out[key] = value.to_json() if key == "setting" else value
+        return out
