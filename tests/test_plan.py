@@ -1,0 +1,80 @@
+"""The plan file round-trips and a bad plan is refused with a one-line message."""
+
+import copy
+
+import pytest
+import yaml
+
+from nictune.model import NicSetting
+from nictune.plan import Plan, PlanEntry, PlanError, load_plan, parse_plan, plan_document, save_plan
+
+WATERMARK = NicSetting(mode="watermark", watermark=64, watermark_timeout=0.01, ring_slots=2048)
+DEFAULT = NicSetting(mode="watermark", watermark=128, watermark_timeout=0.5, ring_slots=4096)
+
+
+def _plan() -> Plan:
+    return Plan(
+        entries=[
+            PlanEntry(id="t1", host="rx1", nic="nic-1", setting=WATERMARK,
+                      default_setting=DEFAULT, packet_size=1400, rate_pps=3600,
+                      predicted={"default": {"throughput_bps": 1.0}}),
+            PlanEntry(id="t2", host="rx2", nic="nic-2",
+                      setting=NicSetting(mode="passive_wait", poll_interval=1e-4),
+                      default_setting=DEFAULT, flags=("engines_disagree: 6%",)),
+        ],
+        config="configs/x.yaml", config_hash="sha256:00", seed=7, meta={"engine": "fast"},
+    )
+
+
+def test_round_trip(tmp_path):
+    path = tmp_path / "plan.yaml"
+    save_plan(_plan(), path)
+    loaded = load_plan(path)
+    assert [e.setting for e in loaded.entries] == [WATERMARK, _plan().entries[1].setting]
+    assert loaded.entries[1].flags == ("engines_disagree: 6%",)
+    assert loaded.seed == 7 and loaded.meta["engine"] == "fast"
+    assert loaded.nic_settings()[("rx1", "nic-1")] == WATERMARK
+
+
+def _doc() -> dict:
+    return copy.deepcopy(plan_document(_plan()))
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda d: d["transmissions"][0].update(host="rx1; reboot"), r"transmissions\[0\]\.host"),
+    (lambda d: d["transmissions"][0].update(nic="$(id)"), r"transmissions\[0\]\.nic"),
+    (lambda d: d["transmissions"][0]["setting"].update(mode="turbo"), "mode: must be one of"),
+    (lambda d: d["transmissions"][0]["setting"].update(watermark=4096),
+     r"watermark: must be a whole number between 1 and 1024"),
+    (lambda d: d["transmissions"][0]["setting"].update(ring_slots="4096"), "ring_slots"),
+    (lambda d: d["transmissions"][1]["setting"].update(watermark=3), "not used by mode"),
+    (lambda d: d["transmissions"][1]["setting"].update(poll_interval_s=-1), "poll_interval_s"),
+    (lambda d: d["transmissions"][0].update(colour="red"), "colour: unknown key"),
+    (lambda d: d["transmissions"].append(dict(d["transmissions"][0])), "duplicate id"),
+    (lambda d: d.update(nictune_plan=99), "nictune_plan: expected format 1"),
+    (lambda d: d.update(transmissions=[]), "non-empty list"),
+])
+def test_bad_plans_are_refused(mutate, message):
+    doc = _doc()
+    mutate(doc)
+    with pytest.raises(PlanError, match=message):
+        parse_plan(doc, "p.yaml")
+
+
+def test_two_settings_for_one_nic_are_refused():
+    doc = _doc()
+    doc["transmissions"][1].update(host="rx1", nic="nic-1")
+    with pytest.raises(PlanError, match="different settings; a NIC has one"):
+        parse_plan(doc, "p.yaml")
+
+
+def test_unreadable_and_invalid_yaml(tmp_path):
+    with pytest.raises(PlanError, match="cannot read"):
+        load_plan(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("transmissions: [\n")
+    with pytest.raises(PlanError, match="invalid YAML"):
+        load_plan(bad)
+    bad.write_text(yaml.safe_dump(["a"]))
+    with pytest.raises(PlanError, match="expected a mapping"):
+        load_plan(bad)
