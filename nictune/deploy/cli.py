@@ -1,0 +1,45 @@
+"""`nictune lab up|down`, `nictune probe`, `nictune deploy`, `nictune rollback`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from nictune.deploy import lab
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("lab", help="a local testbed of network-namespace hosts with sshd")
+    lab_sub = p.add_subparsers(dest="lab_command", metavar="up|down")
+    lab_sub.required = True
+    up = lab_sub.add_parser("up", help="create the lab hosts and write the inventory")
+    up.add_argument("--hosts", type=int, default=3,
+                    help="number of hosts: sender + (N-1) receivers (default 3)")
+    up.add_argument("--dir", default="nictune-lab", help="lab directory (default nictune-lab)")
+    up.add_argument("--prefix", help="lab id (1-8 of a-z0-9) instead of a hash of --dir")
+    up.add_argument("--json", action="store_true", help="print the lab as JSON")
+    up.set_defaults(func=_lab_up)
+    down = lab_sub.add_parser("down", help="remove everything `lab up` made")
+    down.add_argument("--dir", default="nictune-lab", help="lab directory (default nictune-lab)")
+    down.set_defaults(func=_lab_down)
+
+
+def _lab_up(args: argparse.Namespace) -> int:
+    made = lab.lab_up(Path(args.dir), hosts=args.hosts, prefix=args.prefix)
+    if args.json:
+        print(json.dumps({**made.to_json(), "inventory": str(made.inventory),
+                          "config": str(made.config)}, indent=2))
+        return 0
+    print(f"lab {made.id} up in {made.dir}: {len(made.hosts)} hosts")
+    for h in made.hosts:
+        nics = ", ".join(f"{n}={i}" for n, i in h.nics.items())
+        print(f"  {h.name:<8} netns {h.netns:<16} ssh {h.address}  nics {nics}")
+    print(f"inventory: {made.inventory}\nconfig:    {made.config}")
+    return 0
+
+
+def _lab_down(args: argparse.Namespace) -> int:
+    removed = lab.lab_down(Path(args.dir))
+    print(f"lab down: removed {len(removed)} items")
+    return 0

@@ -1,0 +1,280 @@
+"""A thin SSH connection (paramiko): run a command, read and write files.
+
+Host keys are verified against the inventory's `known_hosts`: an unknown key is refused
+unless the caller passes `trust_on_first_use` (the key is then added to the file); a
+changed key is always refused. Only key authentication is used. Every command has a
+timeout; stdout and stderr are drained together so a chatty command cannot deadlock.
+When the host says `sudo: true` commands run under `sudo -n` (never prompting).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shlex
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import paramiko
+
+from nictune.deploy.inventory import HostInventory
+from nictune.errors import RunError
+
+CONNECT_TIMEOUT = 10.0
+COMMAND_TIMEOUT = 30.0
+_CLONE_NEWNET = 0x40000000
+
+
+class HostError(RunError):
+    """A host could not be reached or refused us; the message says why."""
+
+    def __init__(self, host: str, reason: str):
+        super().__init__(f"{host}: {reason}")
+        self.host, self.reason = host, reason
+
+
+class CommandTimeout(HostError):
+    """A remote command did not finish in time (the channel was closed)."""
+
+
+class ConnectionLost(HostError):
+    """The SSH session broke while a command ran."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    cmd: str
+    rc: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    def error_line(self) -> str:
+        """The first meaningful line of stderr (or stdout), for reports."""
+        for text in (self.stderr, self.stdout):
+            lines = [x.strip() for x in text.splitlines() if x.strip()]
+            if lines:
+                return " ".join(lines[:2])
+        return f"exit code {self.rc}"
+
+
+def command_line(cmd: str | Sequence[str]) -> str:
+    """A shell command from a string (used as is) or an argv list (each item quoted)."""
+    return cmd if isinstance(cmd, str) else shlex.join(str(x) for x in cmd)
+
+
+def _socket_in_netns(netns: str, address: str, port: int, timeout: float) -> socket.socket:
+    """A TCP socket created inside network namespace `netns` and connected (lab hosts).
+
+    A socket keeps the namespace it was created in, so a short-lived thread enters the
+    namespace (`setns`, needs root), creates the socket and leaves; nothing else in the
+    process changes namespace.
+    """
+    box: dict[str, object] = {}
+
+    def worker() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        try:
+            with open("/proc/thread-self/ns/net") as own, open(f"/run/netns/{netns}") as ns:
+                if libc.setns(ns.fileno(), _CLONE_NEWNET) != 0:
+                    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+                try:
+                    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+                    box["sock"] = socket.socket(family, socket.SOCK_STREAM)
+                finally:
+                    libc.setns(own.fileno(), _CLONE_NEWNET)
+        except OSError as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=worker, name=f"netns-{netns}")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise OSError(f"cannot enter network namespace {netns}: {box['error']}")
+    sock = box["sock"]
+    assert isinstance(sock, socket.socket)
+    sock.settimeout(timeout)
+    try:
+        sock.connect((address, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class _TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
+    """Accept an unknown key and record it in known_hosts (explicitly requested only)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
+                         key: paramiko.PKey) -> None:
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        with open(self.path, "a") as fh:
+            fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+class Connection:
+    """One SSH session to one inventory host. Use as a context manager."""
+
+    def __init__(self, host: HostInventory, *, trust_on_first_use: bool = False,
+                 connect_timeout: float = CONNECT_TIMEOUT,
+                 command_timeout: float = COMMAND_TIMEOUT):
+        self.host = host
+        self.trust_on_first_use = trust_on_first_use
+        self.connect_timeout = connect_timeout
+        self.command_timeout = command_timeout
+        self._client: paramiko.SSHClient | None = None
+
+    # ------------------------------------------------------------------ connection
+    def connect(self) -> Connection:
+        h = self.host
+        client = paramiko.SSHClient()
+        known = str(h.known_hosts)
+        if h.known_hosts.is_file():
+            try:
+                client.load_host_keys(known)
+            except (OSError, paramiko.SSHException) as exc:
+                raise HostError(h.name, f"cannot read known_hosts {known}: {exc}") from None
+        client.set_missing_host_key_policy(
+            _TrustOnFirstUse(known) if self.trust_on_first_use else paramiko.RejectPolicy())
+        sock = None
+        try:
+            if h.netns:
+                sock = _socket_in_netns(h.netns, h.address, h.port, self.connect_timeout)
+            client.connect(
+                h.address, port=h.port, username=h.user, key_filename=str(h.key_file),
+                timeout=self.connect_timeout, banner_timeout=self.connect_timeout,
+                auth_timeout=self.connect_timeout, allow_agent=False, look_for_keys=False,
+                sock=sock)
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise HostError(h.name, f"host key CHANGED for {h.address} (known_hosts {known} "
+                                    f"has a different {exc.expected_key.get_name()} key): "
+                                    "refused; a possible man-in-the-middle") from None
+        except paramiko.SSHException as exc:
+            client.close()
+            text = str(exc)
+            if "not found in known_hosts" in text:
+                raise HostError(h.name, f"unknown host key for {h.address} (not in "
+                                        f"{known}): refused; pass --trust-on-first-use to "
+                                        "accept and record it") from None
+            if isinstance(exc, paramiko.AuthenticationException):
+                raise HostError(h.name, f"authentication failed for {h.user}@{h.address} "
+                                        f"with key {h.key_file}") from None
+            raise HostError(h.name, f"ssh: {text or type(exc).__name__}") from None
+        except (OSError, EOFError) as exc:
+            client.close()
+            reason = "connect timeout" if isinstance(exc, TimeoutError | socket.timeout) else (
+                getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
+            raise HostError(h.name, f"cannot connect to {h.address}:{h.port}: {reason}") \
+                from None
+        transport = client.get_transport()
+        if transport is not None:
+            transport.set_keepalive(5)
+        self._client = client
+        return self
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self) -> Connection:
+        return self if self._client is not None else self.connect()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def client(self) -> paramiko.SSHClient:
+        if self._client is None:
+            raise HostError(self.host.name, "not connected")
+        return self._client
+
+    # ------------------------------------------------------------------ commands
+    def run(self, cmd: str | Sequence[str], *, timeout: float | None = None,
+            sudo: bool | None = None, stdin: bytes | None = None,
+            check: bool = False) -> CommandResult:
+        """Run `cmd` (a shell string, or an argv list that is quoted item by item)."""
+        line = command_line(cmd)
+        use_sudo = self.host.sudo if sudo is None else sudo
+        full = f"sudo -n sh -c {shlex.quote(line)}" if use_sudo else line
+        limit = self.command_timeout if timeout is None else timeout
+        started = time.monotonic()
+        try:
+            channel = self.client.get_transport().open_session(  # type: ignore[union-attr]
+                timeout=self.connect_timeout)
+            channel.exec_command(full)
+            if stdin is not None:
+                channel.sendall(stdin)
+            channel.shutdown_write()
+            out, err = bytearray(), bytearray()
+            while True:
+                busy = False
+                while channel.recv_ready():
+                    out += channel.recv(65536)
+                    busy = True
+                while channel.recv_stderr_ready():
+                    err += channel.recv_stderr(65536)
+                    busy = True
+                if channel.exit_status_ready() and not channel.recv_ready() and \
+                        not channel.recv_stderr_ready():
+                    break
+                if channel.closed and not busy:
+                    break
+                if time.monotonic() - started > limit:
+                    channel.close()
+                    raise CommandTimeout(self.host.name,
+                                         f"command timed out after {limit:g} s: {line[:120]}")
+                if not busy:
+                    channel.status_event.wait(0.01)
+            rc = channel.recv_exit_status() if channel.exit_status_ready() else -1
+            channel.close()
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise ConnectionLost(self.host.name, f"connection lost running {line[:120]!r}: "
+                                                 f"{exc or type(exc).__name__}") from None
+        if rc == -1:
+            raise ConnectionLost(self.host.name, f"connection lost running {line[:120]!r}")
+        result = CommandResult(line, rc, out.decode(errors="replace"),
+                               err.decode(errors="replace"), time.monotonic() - started)
+        if check and not result.ok:
+            raise HostError(self.host.name, f"{line[:120]!r} failed: {result.error_line()}")
+        return result
+
+    # ------------------------------------------------------------------ files
+    def read_file(self, path: str, *, missing_ok: bool = True) -> str | None:
+        """The text of a remote file (None when it does not exist and `missing_ok`)."""
+        q = shlex.quote(path)
+        res = self.run(f"if [ -e {q} ]; then cat {q}; else exit 3; fi")
+        if res.rc == 3 and missing_ok:
+            return None
+        if not res.ok:
+            raise HostError(self.host.name, f"cannot read {path}: {res.error_line()}")
+        return res.stdout
+
+    def write_file(self, path: str, text: str, *, mode: str = "0644") -> CommandResult:
+        """Write `text` to a remote file atomically (temp file + rename), via stdin."""
+        q, tmp = shlex.quote(path), shlex.quote(f"{path}.nictune-tmp")
+        directory = shlex.quote(os.path.dirname(path) or "/")
+        return self.run(f"mkdir -p {directory} && cat > {tmp} && chmod {mode} {tmp} && "
+                        f"mv -f {tmp} {q} || {{ rm -f {tmp}; exit 1; }}",
+                        stdin=text.encode())
+
+    def put(self, local: str, remote: str) -> None:
+        """Copy a local file to the host over SFTP (files the login user may write)."""
+        with self.client.open_sftp() as sftp:
+            sftp.put(local, remote)
+
+    def get(self, remote: str, local: str) -> None:
+        """Copy a remote file to a local path over SFTP."""
+        with self.client.open_sftp() as sftp:
+            sftp.get(remote, local)
