@@ -1,0 +1,135 @@
+"""`nictune optimize CONFIG ...`: search settings with NSGA-II and write the plan."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from nictune.errors import InputError
+from nictune.model import load_config
+from nictune.optimizer.encoding import Encoding
+from nictune.optimizer.export import json_document, write_all
+from nictune.optimizer.objectives import PREFERENCES
+from nictune.optimizer.parallel import mapper
+from nictune.optimizer.search import Evaluator, Options, Search, load_checkpoint
+
+DEFAULTS = Options()
+MIN_POPULATION = 4
+
+
+def _count(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "optimize", help="search NIC settings with a genetic algorithm and write a plan",
+        description="Search every transmission's NIC setting with NSGA-II over the fast "
+                    "engine, verify the plan with the DES, write DIR/plan.yaml and reports.")
+    p.add_argument("config", help="the config (YAML) to optimise")
+    p.add_argument("--out", metavar="DIR", help="output directory (default runs/<config stem>)")
+    p.add_argument("--population", type=_count(MIN_POPULATION), metavar="N",
+                   help=f"individuals per generation (default {DEFAULTS.population})")
+    p.add_argument("--generations", type=_count(0), metavar="N",
+                   help=f"generations (default {DEFAULTS.generations})")
+    p.add_argument("--seed", type=_count(0), metavar="S", help="random seed (default 0)")
+    p.add_argument("--engine", choices=("fast", "des"),
+                   help="engine that evaluates the population (default fast)")
+    p.add_argument("--verify", choices=("des", "none"), default="des",
+                   help="re-simulate the plan with the DES and flag disagreements (default des)")
+    p.add_argument("--workers", type=_count(1), default=1, metavar="N",
+                   help="processes for DES runs (default 1)")
+    p.add_argument("--dask", metavar="ADDRESS",
+                   help="run DES tasks on a Dask scheduler (ADDRESS) or 'local' (2 workers)")
+    p.add_argument("--prefer", choices=PREFERENCES, default="throughput",
+                   help="which point of the front becomes the plan (default throughput)")
+    p.add_argument("--energy", action="store_true", help="minimise energy as well")
+    p.add_argument("--checkpoint-every", type=_count(1), metavar="N",
+                   help=f"generations between checkpoints (default {DEFAULTS.checkpoint_every})")
+    p.add_argument("--resume", metavar="DIR", help="continue the run checkpointed in DIR")
+    p.add_argument("--json", action="store_true", help="print a JSON document, not the table")
+    p.set_defaults(func=run)
+
+
+def _options(args: argparse.Namespace) -> Options:
+    """Options from the command line, or from the checkpoint when resuming."""
+    given = {k: getattr(args, k) for k in ("population", "seed", "engine", "energy")
+             if getattr(args, k) not in (None, False)}
+    extra = {k: getattr(args, k) for k in ("generations", "checkpoint_every")
+             if getattr(args, k) is not None}
+    if not args.resume:
+        return replace(DEFAULTS, **given, **extra)
+    saved = load_checkpoint(args.resume).options
+    for key, value in given.items():
+        if getattr(saved, key) != value:
+            raise InputError(f"--{key} {value} differs from the checkpoint in {args.resume} "
+                             f"({getattr(saved, key)}); leave it out or start a new run")
+    return replace(saved, **extra)
+
+
+def _progress(gen: int, total: int, gain: float, front: int, rate: float) -> None:
+    width = 20
+    done = width * gen // max(total, 1)
+    line = (f"gen {gen:>4}/{total} [{'#' * done}{'-' * (width - done)}] best throughput "
+            f"{gain:+.3f} %, front {front}, {rate:,.0f} evals/s")
+    if sys.stderr.isatty():
+        sys.stderr.write(f"\r{line}" + ("\n" if gen >= total else ""))
+    else:
+        sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    config = load_config(args.config)
+    options = _options(args)
+    if args.dask and args.workers > 1:
+        raise InputError("--workers and --dask exclude each other; pick one")
+    out = Path(args.out or args.resume or Path("runs") / Path(args.config).stem)
+    with mapper(args.workers, args.dask) as map_fn:
+        evaluator = Evaluator(config, Encoding(config), options.engine, options.seed,
+                              options.window, map_fn)
+        search = Search(config, options, evaluator, out, _progress)
+        if args.resume:
+            search.resume(load_checkpoint(args.resume))
+        try:
+            search.run()
+        except KeyboardInterrupt:
+            state = search.state
+            where = (f"the last checkpoint (generation {_saved_generation(out)}) is in {out}; "
+                     f"continue with --resume {out}") if (out / "checkpoint.json").exists() \
+                else "no checkpoint was written yet"
+            gen = state.generation if state else 0
+            print(f"\nnictune optimize: interrupted at generation {gen}; {where}",
+                  file=sys.stderr)
+            return 130
+        plan_path, outcome, meta, summary = write_all(search, args.prefer, args.verify,
+                                                      started, out)
+    if args.json:
+        print(json.dumps(json_document(plan_path, outcome, config, meta), indent=1))
+    else:
+        print(summary)
+        print(f"plan: {plan_path} (and pareto.csv, logbook.csv, convergence.png, pareto.png, "
+              f"summary.md in {out})")
+    return 0
+
+
+def _saved_generation(out: Path) -> int | str:
+    try:
+        return json.loads((out / "checkpoint.json").read_text())["generation"]
+    except (OSError, ValueError, KeyError):
+        return "?"

@@ -1,0 +1,279 @@
+"""What a run leaves in its directory: plan.yaml, pareto.csv, logbook.csv, the two plots
+and summary.md, plus the `--json` document and the printed table.
+
+Every number here is a model prediction (the fast engine, re-simulated with the DES when
+`--verify des`); the summary says so in its title.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import importlib.metadata as md
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nictune import __version__
+from nictune.model import Config, NicSetting
+from nictune.optimizer.objectives import OBJECTIVES, PREFERENCES, dominated
+from nictune.optimizer.search import Search
+from nictune.plan import Plan, PlanEntry, save_plan
+from nictune.simulator.metrics import Metrics
+from nictune.units import format_bitrate
+
+DISAGREE = 0.05  # relative difference between engines that flags a transmission
+# Metric, and the magnitude below which differences do not count (noise floor).
+COMPARED = (("throughput_bps", 1.0), ("interrupts", 10.0), ("cpu_busy_s", 1e-6))
+
+
+@dataclass
+class Outcome:
+    """The chosen settings with the metrics of both the default and the plan."""
+
+    settings: list[NicSetting]
+    defaults: list[NicSetting]
+    default: list[Metrics]  # verified engine (des) or fast
+    optimized: list[Metrics]
+    flags: list[list[str]]
+    fast_default: list[Metrics]
+    fast_optimized: list[Metrics]
+
+
+def outcome(search: Search, prefer: str, verify: str) -> Outcome:
+    """Pick the plan and re-simulate it (and the defaults) with fast and, if asked, DES."""
+    enc, ev = search.encoding, search.evaluate
+    chosen = enc.settings(search.composite(prefer))
+    defaults = enc.settings(enc.default_genes())
+    fast_d, fast_o = ev.run([defaults, chosen], "fast")
+    if verify == "none":
+        return Outcome(chosen, defaults, fast_d, fast_o, [[] for _ in chosen], fast_d, fast_o)
+    des_d, des_o = ev.run([defaults, chosen], verify)
+    flags = []
+    for fd, fo, dd, do in zip(fast_d, fast_o, des_d, des_o, strict=True):
+        notes = [*_disagreements("default", fd, dd), *_disagreements("optimized", fo, do)]
+        if do.throughput_bps < dd.throughput_bps * (1 - 1e-6):
+            notes.append(f"des_regression: the DES predicts {format_bitrate(do.throughput_bps)}"
+                         f" < default {format_bitrate(dd.throughput_bps)}")
+        flags.append(notes)
+    return Outcome(chosen, defaults, des_d, des_o, flags, fast_d, fast_o)
+
+
+def _disagreements(which: str, fast: Metrics, des: Metrics) -> list[str]:
+    out = []
+    for key, floor in COMPARED:
+        f, d = float(getattr(fast, key)), float(getattr(des, key))
+        if max(abs(f), abs(d)) < floor:
+            continue
+        rel = abs(f - d) / max(abs(d), floor)
+        if rel > DISAGREE:
+            out.append(f"engines_disagree: {which} {key} fast {f:.4g} vs des {d:.4g} "
+                       f"({100 * rel:.1f} %)")
+    return out
+
+
+def versions() -> dict[str, str]:
+    out = {"nictune": __version__}
+    for name in ("deap", "numpy", "simpy"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = "missing"
+    return out
+
+
+def plain(value: Any) -> Any:
+    """Data YAML/JSON can hold: NumPy scalars to Python numbers, recursively."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def build_plan(config: Config, out: Outcome, meta: dict[str, Any], seed: int) -> Plan:
+    entries = []
+    for i, t in enumerate(config.transmissions):
+        predicted = {"default": plain(out.default[i].to_json()),
+                     "optimized": plain(out.optimized[i].to_json())}
+        if out.default is not out.fast_default:
+            predicted["fast_default"] = plain(out.fast_default[i].to_json())
+            predicted["fast_optimized"] = plain(out.fast_optimized[i].to_json())
+        entries.append(PlanEntry(
+            id=t.id, host=config.nics[t.nic].host, nic=t.nic, setting=out.settings[i],
+            default_setting=out.defaults[i], packet_size=t.packet_size,
+            rate_pps=float(t.rate), size_bytes=float(t.size), predicted=predicted,
+            flags=tuple(out.flags[i])))
+    return Plan(entries=entries, config=config.source, config_hash=config.digest, seed=seed,
+                meta=plain(meta))
+
+
+def run_meta(search: Search, prefer: str, verify: str, wall_s: float) -> dict[str, Any]:
+    o, s = search.options, search.state
+    assert s is not None
+    return {"created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "engine": o.engine, "verify": verify, "prefer": prefer,
+            "population": o.population, "generations": s.generation,
+            "objectives": list(OBJECTIVES[:4 if o.energy else 3]),
+            "evaluations": s.evaluations, "wall_s": round(wall_s, 3), "versions": versions()}
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def write_csvs(search: Search, directory: Path) -> None:
+    """pareto.csv (the population's first front and the plans) and logbook.csv."""
+    s = search.state
+    assert s is not None
+    names = [f"{n}_ratio" for n in OBJECTIVES[:len(s.fitness[0])]]
+    values = np.array(s.fitness)
+    feasible = np.flatnonzero(values[:, 0] > -1.0)
+    front = feasible[~dominated(values[feasible])] if len(feasible) else feasible
+    with (directory / "pareto.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["kind", *names, "settings"])
+        for prefer in PREFERENCES:
+            w.writerow([f"plan:{prefer}", *search.plan_values(prefer).tolist(),
+                        _describe(search, search.composite(prefer))])
+        for i in sorted(front.tolist(), key=lambda i: -values[i, 0]):
+            w.writerow(["front", *values[i].tolist(), _describe(search, s.population[i])])
+    with (directory / "logbook.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(s.logbook[0]))
+        w.writeheader()
+        w.writerows(s.logbook)
+
+
+def _describe(search: Search, genes: Sequence[float]) -> str:
+    enc = search.encoding
+    return "; ".join(f"{sp.nic}: {st.describe()}" for sp, st in zip(
+        enc.spaces, enc.nic_settings(list(genes)), strict=True))
+
+
+def write_plots(search: Search, prefer: str, directory: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = search.state
+    assert s is not None
+    gen = [r["generation"] for r in s.logbook]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for p in PREFERENCES:
+        ax.plot(gen, [r[f"{p}_throughput_gain_pct"] for r in s.logbook], label=f"plan ({p})")
+    ax.set_xlabel("generation")
+    ax.set_ylabel("predicted throughput gain vs default (%)")
+    twin = ax.twinx()
+    twin.plot(gen, [r[f"{prefer}_interrupts_ratio"] for r in s.logbook], "k--",
+              label=f"interrupts ratio ({prefer})")
+    twin.set_ylabel("interrupts / default")
+    ax.legend(loc="lower right")
+    twin.legend(loc="upper right")
+    ax.set_title("Convergence (predicted)")
+    fig.tight_layout()
+    fig.savefig(directory / "convergence.png", dpi=110)
+    plt.close(fig)
+
+    values = np.array(s.fitness)
+    ok = values[values[:, 0] > -1.0]
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    if len(ok):
+        sc = ax.scatter(ok[:, 1], 100 * (ok[:, 0] - 1), c=ok[:, 2], cmap="viridis", s=18)
+        fig.colorbar(sc, label="CPU / default")
+    ax.scatter([1.0], [0.0], marker="s", color="red", label="default")
+    for p, mark in zip(PREFERENCES, ("^", "v", "D"), strict=True):
+        v = search.plan_values(p)
+        ax.scatter([v[1]], [100 * (v[0] - 1)], marker=mark, s=70, edgecolor="k",
+                   label=f"plan ({p})")
+    ax.set_xscale("log")
+    ax.set_xlabel("interrupts / default (mean over transmissions)")
+    ax.set_ylabel("throughput gain vs default (%)")
+    ax.set_title("Final population and plans (predicted)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(directory / "pareto.png", dpi=110)
+    plt.close(fig)
+
+
+def _size(n: float) -> str:
+    for unit, f in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= f:
+            return f"{n / f:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def table(config: Config, out: Outcome, engine_label: str) -> str:
+    """The seed paper's Table 1, predicted: one row per transmission, then the mean."""
+    head = ("| transmission | size | packet size | default throughput | optimized throughput "
+            "| improvement % | interrupts default | interrupts optimized | CPU default "
+            "| CPU optimized | setting |")
+    lines = [f"PREDICTED by the model ({engine_label}), not measured.", "", head,
+             "|" + "---|" * 11]
+    gains = []
+    for i, t in enumerate(config.transmissions):
+        d, o = out.default[i], out.optimized[i]
+        gain = 100 * (o.throughput_bps / d.throughput_bps - 1) if d.throughput_bps else 0.0
+        gain = gain if abs(gain) >= 5e-7 else 0.0  # float noise, not a change
+        gains.append(gain)
+        flag = " ⚠" if out.flags[i] else ""
+        lines.append(
+            f"| {t.id}{flag} | {_size(t.size)} | {t.packet_size} B "
+            f"| {format_bitrate(d.throughput_bps)} | {format_bitrate(o.throughput_bps)} "
+            f"| {gain:+.3f} | {d.interrupts:.4g} | {o.interrupts:.4g} "
+            f"| {100 * d.cpu_util:.3g} % | {100 * o.cpu_util:.3g} % "
+            f"| {out.settings[i].describe()} |")
+    ints_d = sum(m.interrupts for m in out.default)
+    ints_o = sum(m.interrupts for m in out.optimized)
+    lines += ["", f"Mean throughput improvement: {np.mean(gains):+.3f} % "
+              f"(min {min(gains):+.3f} %, max {max(gains):+.3f} %); interrupts "
+              f"{ints_o:.4g} vs {ints_d:.4g} by default ({100 * (ints_o / max(ints_d, 1) - 1):+.1f}"
+              " %)."]
+    flagged = [(t.id, f) for t, fl in zip(config.transmissions, out.flags, strict=True)
+               for f in fl]
+    if flagged:
+        lines += ["", "Flagged (⚠):"] + [f"- {tid}: {f}" for tid, f in flagged]
+    return "\n".join(lines)
+
+
+def write_summary(config: Config, out: Outcome, meta: dict[str, Any], directory: Path) -> str:
+    label = "DES-verified" if meta["verify"] != "none" else "fast engine only"
+    text = "\n".join([
+        f"# nictune optimize: {config.source} (predicted)", "",
+        f"- prefer: {meta['prefer']}; search engine: {meta['engine']}; verification: "
+        f"{meta['verify']}", f"- population {meta['population']}, generations "
+        f"{meta['generations']}, {meta['evaluations']} evaluations, {meta['wall_s']:.1f} s",
+        f"- config hash {config.digest}", "",
+        table(config, out, label), ""])
+    (directory / "summary.md").write_text(text)
+    return text
+
+
+def json_document(plan_path: Path, out: Outcome, config: Config,
+                  meta: dict[str, Any]) -> dict[str, Any]:
+    return plain({
+        "plan": str(plan_path), "wall_s": meta["wall_s"], "evaluations": meta["evaluations"],
+        "transmissions": [{"id": t.id, "setting": out.settings[i].to_json(),
+                           "default": out.default[i].to_json(),
+                           "optimized": out.optimized[i].to_json(),
+                           "flags": out.flags[i]}
+                          for i, t in enumerate(config.transmissions)]})
+
+
+def write_all(search: Search, prefer: str, verify: str, started: float,
+              directory: Path) -> tuple[Path, Outcome, dict[str, Any], str]:
+    """Write every output file; returns the plan path, outcome, meta and summary text.
+    `started` is the run's `time.perf_counter()` at its start (wall_s includes verifying)."""
+    out = outcome(search, prefer, verify)
+    meta = run_meta(search, prefer, verify, time.perf_counter() - started)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "plan.yaml"
+    save_plan(build_plan(search.config, out, meta, search.options.seed), path)
+    write_csvs(search, directory)
+    write_plots(search, prefer, directory)
+    return path, out, meta, write_summary(search.config, out, meta, directory)

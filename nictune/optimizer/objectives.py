@@ -1,0 +1,135 @@
+"""Objectives, constraints and the choice of one setting from a front.
+
+Per transmission every objective is a ratio to the transmission's default setting, so a
+large transmission does not outweigh a small one: throughput (maximise), interrupts
+(+1 on both sides, so a zero-interrupt default stays finite), CPU seconds and, optionally,
+energy (minimise). A host's objectives are the means over its transmissions, an
+individual's the means over all transmissions.
+
+Constraints: dropped and stranded packets (as fractions of the offered packets) and, where
+the config sets `max_latency_p99`, the relative excess of the 99th-percentile latency.
+Their sum is the violation; a setting is feasible when it is (almost) zero. Constraint
+domination is implemented through the fitness: an infeasible individual gets fitness
+values worse than any feasible one, ordered by its violation, so NSGA-II's
+non-dominated sorting puts every feasible individual first and prefers smaller
+violations among the infeasible.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nictune.model import Config
+
+OBJECTIVES = ("throughput", "interrupts", "cpu", "energy")
+WEIGHTS = (1.0, -1.0, -1.0, -1.0)
+FEASIBLE = 1e-9  # violation (sum of fractions) still counted as feasible
+TIE = 1e-3  # throughputs within 0.1 % of the best count as equal (prefer throughput)
+NOISE = 1e-9  # float noise: a plan this close to the default's throughput is "as fast"
+PENALTY = 1e12
+PREFERENCES = ("throughput", "interrupts", "balanced")
+
+
+def ratios(metrics: dict[str, np.ndarray], base: dict[str, np.ndarray],
+           energy: bool) -> np.ndarray:
+    """Per-transmission objective ratios, shape (P, T, K), K = 3 or 4 (with energy)."""
+    base_thr = np.where(base["throughput_bps"] > 0, base["throughput_bps"], base["offered_bps"])
+    parts = [metrics["throughput_bps"] / base_thr,
+             (metrics["interrupts"] + 1.0) / (base["interrupts"] + 1.0),
+             (metrics["cpu_busy_s"] + 1e-9) / (base["cpu_busy_s"] + 1e-9)]
+    if energy:
+        parts.append((metrics["energy_j"] + 1e-9) / (base["energy_j"] + 1e-9))
+    return np.stack(parts, axis=-1)
+
+
+def violations(config: Config, metrics: dict[str, np.ndarray]) -> np.ndarray:
+    """Per-transmission constraint violation, shape (P, T)."""
+    offered = np.maximum(metrics["packets_offered"], 1.0)
+    out = (metrics["packets_dropped"] + metrics["packets_stranded"]) / offered
+    bound = np.array([t.max_latency_p99 or np.inf for t in config.transmissions])
+    excess = np.maximum(0.0, metrics["latency_p99_s"] / bound - 1.0)
+    return out + np.where(np.isfinite(bound), excess, 0.0)
+
+
+def group_mean(values: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
+    """Mean over each group of transmissions: (P, T, ...) → (P, G, ...)."""
+    return np.stack([values[:, g].mean(axis=1) for g in groups], axis=1)
+
+
+def group_sum(values: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
+    return np.stack([values[:, g].sum(axis=1) for g in groups], axis=1)
+
+
+def fitness(values: np.ndarray, violation: np.ndarray) -> list[tuple[float, ...]]:
+    """DEAP fitness values: the objectives if feasible, else a graded penalty."""
+    out = []
+    for v, bad in zip(values, violation, strict=True):
+        if bad <= FEASIBLE:
+            out.append(tuple(float(x) for x in v))
+        else:
+            worst = PENALTY * (1.0 + float(bad))
+            out.append((-worst,) + (worst,) * (len(v) - 1))
+    return out
+
+
+def dominated(values: np.ndarray) -> np.ndarray:
+    """Mask of rows dominated by another row (objective 0 maximised, the rest minimised)."""
+    signed = values * -np.asarray(WEIGHTS[:values.shape[1]])
+    better_eq = (signed[:, None, :] <= signed[None, :, :]).all(axis=2)
+    strictly = (signed[:, None, :] < signed[None, :, :]).any(axis=2)
+    return (better_eq & strictly).any(axis=0)
+
+
+def crowding(values: np.ndarray) -> np.ndarray:
+    """NSGA-II crowding distance of each row (extremes get infinity)."""
+    n = len(values)
+    dist = np.zeros(n)
+    for k in range(values.shape[1]):
+        order = np.argsort(values[:, k], kind="stable")
+        span = values[order[-1], k] - values[order[0], k]
+        dist[order[0]] = dist[order[-1]] = np.inf
+        if span > 0 and n > 2:
+            dist[order[1:-1]] += (values[order[2:], k] - values[order[:-2], k]) / span
+    return dist
+
+
+def candidates(values: np.ndarray, violation: np.ndarray) -> np.ndarray:
+    """Indices allowed to be picked: the feasible ones, else those of least violation."""
+    feasible = np.flatnonzero(violation <= FEASIBLE)
+    if len(feasible):
+        return feasible
+    return np.flatnonzero(violation <= violation.min() * (1 + 1e-9))
+
+
+def pick(values: np.ndarray, violation: np.ndarray, prefer: str) -> int:
+    """The index a preference chooses; the default has ratio 1 on every objective.
+
+    throughput: the highest throughput (ties within `TIE`, never below the default's),
+    then the fewest interrupts, then the least CPU. interrupts: the fewest interrupts
+    among those at least as fast as the default ("as fast" allows `NOISE`). Both first
+    narrow their tie set to the rows that use no more CPU than the default when there are
+    any: otherwise busy polling (no interrupts, a whole core spinning) would always win.
+    balanced: among the non-dominated rows at least as fast as the default, the one closest
+    to the ideal point after scaling each objective to [0, 1] (the knee of the front).
+    """
+    idx = candidates(values, violation)
+    thr = values[idx, 0]
+    best = thr.max()
+    floor = 1.0 - NOISE if best >= 1.0 - NOISE else (1.0 - TIE) * best
+    if prefer == "throughput":
+        floor = max(floor, (1.0 - TIE) * best)
+    keep = idx[thr >= floor]
+    if prefer == "balanced":
+        front = keep[~dominated(values[keep])]
+        signed = values[front] * -np.asarray(WEIGHTS[:values.shape[1]])
+        low, high = signed.min(axis=0), signed.max(axis=0)
+        scaled = (signed - low) / np.where(high > low, high - low, 1.0)
+        return int(front[np.argmin(np.sqrt((scaled ** 2).sum(axis=1)))])
+    frugal = keep[values[keep, 2] <= 1.0 + TIE]
+    keep = frugal if len(frugal) else keep
+    v = values[keep]
+    if prefer == "throughput":
+        return int(keep[np.lexsort((v[:, 2], v[:, 1]))[0]])
+    return int(keep[np.lexsort((v[:, 2], -v[:, 0], v[:, 1]))[0]])
+
+

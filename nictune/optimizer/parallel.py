@@ -1,0 +1,81 @@
+"""A swappable `map` (DEAP style): serial, a process pool (`--workers N`) or Dask
+(`--dask ADDRESS|local`). Every map keeps the order of its inputs, and the tasks are
+deterministic, so the result never depends on where they ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from nictune.errors import InputError, RunError
+from nictune.model import Config, NicSetting
+from nictune.simulator.metrics import Metrics
+
+Map = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
+
+
+def serial_map(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    return [fn(x) for x in items]
+
+
+@contextlib.contextmanager
+def mapper(workers: int = 1, dask: str | None = None) -> Iterator[Map]:
+    """A `map` over processes or a Dask cluster; `local` starts a 2-worker LocalCluster."""
+    if dask:
+        with _dask_map(dask) as fn:
+            yield fn
+    elif workers > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            yield lambda fn, items: list(pool.map(fn, items, chunksize=max(
+                1, len(items) // (4 * workers))))
+    else:
+        yield serial_map
+
+
+@contextlib.contextmanager
+def _dask_map(address: str) -> Iterator[Map]:
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise InputError("--dask needs Dask: pip install 'nictune[cluster]'") from None
+    cluster = None
+    try:
+        if address == "local":
+            cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+            client = Client(cluster)
+        else:
+            client = Client(address, timeout="10s")
+    except OSError as exc:
+        if cluster is not None:
+            cluster.close()
+        raise RunError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+    try:
+        def run(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+            futures = client.map(fn, list(items), pure=False)
+            return list(client.gather(futures))
+
+        yield run
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def simulate_task(task: tuple[Config, dict[str, NicSetting], str, int, int]) -> list[Metrics]:
+    """One engine run of a group of transmissions (a host): (config, settings, engine,
+    seed, window) → their `Metrics` in the order of `settings`."""
+    config, settings, engine, seed, window = task
+    if engine == "fast":
+        from nictune.simulator.fast import simulate as fast
+
+        results = fast(config, settings, seed=seed, window=window)
+    else:
+        from nictune.simulator import simulate
+
+        results = simulate(config, settings, engine=engine, seed=seed, window=window)
+    by_id = {m.transmission: m for m in results}
+    return [by_id[tid] for tid in settings]

@@ -1,0 +1,346 @@
+"""The NSGA-II loop (DEAP), its evaluation and its JSON checkpoints.
+
+One generation: binary tournaments on (domination, crowding), simulated binary crossover
+and polynomial mutation on genes in [0, 1], plus one composite per preference built from
+the per-host archives (`archive.py`); the offspring are evaluated in ONE engine call and
+`tools.selNSGA2` keeps the best of parents and offspring. Generation 0 is the default
+setting plus uniform random individuals. Everything random comes from `random` (DEAP's
+operators) and one NumPy generator, both seeded and both saved in the checkpoint, so a
+resumed run continues exactly as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from deap import base, creator, tools
+
+from nictune.errors import InputError
+from nictune.model import Config, NicSetting
+from nictune.optimizer.archive import HostArchive
+from nictune.optimizer.encoding import GENES_PER_NIC, Encoding
+from nictune.optimizer.objectives import (
+    PREFERENCES,
+    WEIGHTS,
+    fitness,
+    group_mean,
+    group_sum,
+    ratios,
+    violations,
+)
+from nictune.optimizer.parallel import Map, serial_map, simulate_task
+from nictune.simulator.fast import METRIC_KEYS, SettingBatch, evaluate_batch
+from nictune.simulator.metrics import Metrics
+
+CHECKPOINT = "checkpoint.json"
+CHECKPOINT_FORMAT = 1
+CXPB, ETA_CX, ETA_MUT = 0.9, 15.0, 20.0
+
+# DEAP classes live at module level so individuals pickle (process pools, Dask).
+creator.create("NicFitness3", base.Fitness, weights=WEIGHTS[:3])
+creator.create("NicFitness4", base.Fitness, weights=WEIGHTS)
+creator.create("NicIndividual3", list, fitness=creator.NicFitness3)
+creator.create("NicIndividual4", list, fitness=creator.NicFitness4)
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a run searches with; saved in the checkpoint and restored by `--resume`."""
+
+    population: int = 48
+    generations: int = 30
+    seed: int = 0
+    engine: str = "fast"
+    energy: bool = False
+    checkpoint_every: int = 5
+    window: int = 200_000  # DES steady-state window when `engine` is des
+
+
+@dataclass
+class State:
+    """Everything a checkpoint holds."""
+
+    options: Options
+    config_hash: str
+    generation: int
+    evaluations: int
+    population: list[list[float]]
+    fitness: list[tuple[float, ...]]
+    crowding: list[float]
+    archives: list[HostArchive]
+    logbook: list[dict[str, float]] = field(default_factory=list)
+    random_state: Any = None
+    numpy_state: dict[str, Any] = field(default_factory=dict)
+
+
+def metrics_arrays(rows: list[list[Metrics]]) -> dict[str, np.ndarray]:
+    """`Metrics` of P rows × T transmissions as the fast engine's arrays (P, T)."""
+    return {k: np.array([[float(getattr(m, k)) for m in row] for row in rows])
+            for k in METRIC_KEYS}
+
+
+class Evaluator:
+    """Metrics (P, T) of a gene matrix (P, G) with the chosen engine.
+
+    fast: one `evaluate_batch` call for the whole matrix. des: one DES run per host and
+    distinct host setting, spread with `map` and cached (many individuals share settings).
+    """
+
+    def __init__(self, config: Config, encoding: Encoding, engine: str, seed: int,
+                 window: int, map_fn: Map = serial_map):
+        self.config, self.encoding, self.engine = config, encoding, engine
+        self.seed, self.window, self.map = seed, window, map_fn
+        self.cache: dict[tuple[str, int, tuple[NicSetting, ...]], list[Metrics]] = {}
+
+    def __call__(self, genes: np.ndarray) -> dict[str, np.ndarray]:
+        settings = [self.encoding.settings(row) for row in genes]
+        if self.engine == "fast":
+            return evaluate_batch(self.config, self.encoding.transmissions,
+                                  SettingBatch.from_settings(settings))
+        return metrics_arrays(self.run(settings, "des"))
+
+    def run(self, settings: list[list[NicSetting]], engine: str) -> list[list[Metrics]]:
+        """`Metrics` of rows of per-transmission settings: one engine run per host and
+        distinct host setting, spread with `map`."""
+        ids = [t.id for t in self.encoding.transmissions]
+        todo: dict[tuple[str, int, tuple[NicSetting, ...]], dict[str, NicSetting]] = {}
+        for row in settings:
+            for h, cols in enumerate(self.encoding.host_transmissions):
+                key = (engine, h, tuple(row[j] for j in cols))
+                if key not in self.cache and key not in todo:
+                    todo[key] = {ids[j]: row[j] for j in cols}
+        tasks = [(self.config, s, engine, self.seed, self.window) for s in todo.values()]
+        for key, result in zip(todo, self.map(simulate_task, tasks), strict=True):
+            self.cache[key] = result
+        out = []
+        for row in settings:
+            metrics: list[Metrics | None] = [None] * len(ids)
+            for h, cols in enumerate(self.encoding.host_transmissions):
+                key = (engine, h, tuple(row[j] for j in cols))
+                for j, m in zip(cols, self.cache[key], strict=True):
+                    metrics[j] = m
+            out.append([m for m in metrics if m is not None])
+        return out
+
+
+Progress = Callable[[int, int, float, int, float], None]
+
+
+class Search:
+    """One optimisation run; `run()` advances it to `options.generations`."""
+
+    def __init__(self, config: Config, options: Options, evaluate: Evaluator,
+                 out: Path | None = None, progress: Progress | None = None):
+        self.config, self.options, self.evaluate = config, options, evaluate
+        self.encoding = evaluate.encoding
+        self.out, self.progress = out, progress
+        self.individual = creator.NicIndividual4 if options.energy else creator.NicIndividual3
+        self.baseline = evaluate(np.array([self.encoding.default_genes()]))
+        self.state: State | None = None
+
+    # ------------------------------------------------------------------ scoring
+    def score(self, genes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                 np.ndarray]:
+        """Evaluate genes: individual values (P, K), violations (P,), and per host."""
+        m = {k: np.nan_to_num(v) for k, v in self.evaluate(genes).items()}
+        r = ratios(m, {k: v[0] for k, v in self.baseline.items()}, self.options.energy)
+        bad = violations(self.config, m)
+        groups = self.encoding.host_transmissions
+        return r.mean(axis=1), bad.sum(axis=1), group_mean(r, groups), group_sum(bad, groups)
+
+    def _evaluated(self, genes: list[list[float]]) -> list[Any]:
+        matrix = np.array(genes, dtype=float)
+        values, bad, host_values, host_bad = self.score(matrix)
+        assert self.state is not None
+        for h, cols in enumerate(self.encoding.host_genes):
+            self.state.archives[h].update(matrix[:, cols], host_values[:, h], host_bad[:, h])
+        self.state.evaluations += len(genes)
+        out = []
+        for g, fit in zip(genes, fitness(values, bad), strict=True):
+            ind = self.individual(g)
+            ind.fitness.values = fit
+            out.append(ind)
+        return out
+
+    # ------------------------------------------------------------------ the loop
+    def start(self) -> None:
+        """Generation 0: the defaults plus uniform random individuals."""
+        o = self.options
+        random.seed(o.seed)
+        rng = np.random.default_rng(o.seed)
+        self.state = State(options=o, config_hash=self.config.digest, generation=0,
+                           evaluations=0, population=[], fitness=[], crowding=[],
+                           archives=[HostArchive(np.zeros((0, len(c))), np.zeros(
+                               (0, 4 if o.energy else 3)), np.zeros(0))
+                               for c in self.encoding.host_genes])
+        genes = [self.encoding.default_genes(),
+                 *rng.random((o.population - 1, self.encoding.size)).tolist()]
+        pop = tools.selNSGA2(self._evaluated(genes), o.population)
+        self._record(pop, rng)
+
+    def run(self) -> State:
+        """Run (or continue) to `options.generations`, checkpointing on the way."""
+        if self.state is None:
+            self.start()
+        assert self.state is not None
+        pop = self._population()
+        rng = np.random.default_rng()
+        rng.bit_generator.state = self.state.numpy_state
+        while self.state.generation < self.options.generations:
+            t0 = time.perf_counter()
+            pop = tools.selNSGA2(pop + self._evaluated(self._offspring(pop)),
+                                 self.options.population)
+            self.state.generation += 1
+            self._record(pop, rng)
+            if self.progress:
+                front = len(tools.sortNondominated(pop, len(pop), first_front_only=True)[0])
+                gain = 100.0 * (self.plan_values("throughput")[0] - 1.0)
+                self.progress(self.state.generation, self.options.generations, gain, front,
+                              self.options.population / max(time.perf_counter() - t0, 1e-9))
+            if self.state.generation % self.options.checkpoint_every == 0:
+                self.save()
+        self.save()
+        return self.state
+
+    def _offspring(self, pop: list[Any]) -> list[list[float]]:
+        n = self.options.population
+        kids = [list(_tournament(pop)) for _ in range(n)]
+        for a, b in zip(kids[::2], kids[1::2], strict=False):
+            if random.random() < CXPB:
+                tools.cxSimulatedBinaryBounded(a, b, eta=ETA_CX, low=0.0, up=1.0)
+        indpb = 1.0 / GENES_PER_NIC
+        for kid in kids:
+            tools.mutPolynomialBounded(kid, eta=ETA_MUT, low=0.0, up=1.0, indpb=indpb)
+        composites = [self.composite(p) for p in PREFERENCES][:max(0, n - 1)]
+        return kids[:n - len(composites)] + composites
+
+    def composite(self, prefer: str) -> list[float]:
+        """Genes made of every host's archive pick for `prefer`."""
+        assert self.state is not None
+        genes = np.zeros(self.encoding.size)
+        for archive, cols in zip(self.state.archives, self.encoding.host_genes, strict=True):
+            genes[cols] = archive.genes[archive.best(prefer)]
+        return genes.tolist()
+
+    def plan_values(self, prefer: str) -> np.ndarray:
+        """Individual-level objectives of the composite for `prefer` (from the archives)."""
+        assert self.state is not None
+        total = np.zeros(self.state.archives[0].values.shape[1])
+        for archive, cols in zip(self.state.archives, self.encoding.host_transmissions,
+                                 strict=True):
+            total += archive.values[archive.best(prefer)] * len(cols)
+        return total / len(self.encoding.transmissions)
+
+    def _record(self, pop: list[Any], rng: np.random.Generator) -> None:
+        assert self.state is not None
+        s = self.state
+        s.population = [list(map(float, ind)) for ind in pop]
+        s.fitness = [tuple(ind.fitness.values) for ind in pop]
+        s.crowding = [float(getattr(ind.fitness, "crowding_dist", 0.0)) for ind in pop]
+        s.random_state = random.getstate()
+        s.numpy_state = rng.bit_generator.state
+        values = np.array(s.fitness)
+        feasible = values[values[:, 0] > -1.0]
+        record = {"generation": s.generation, "evaluations": s.evaluations,
+                  "feasible": len(feasible),
+                  "front": len(tools.sortNondominated(pop, len(pop), first_front_only=True)[0])}
+        for prefer in PREFERENCES:
+            v = self.plan_values(prefer)
+            record[f"{prefer}_throughput_gain_pct"] = 100.0 * (v[0] - 1.0)
+            record[f"{prefer}_interrupts_ratio"] = float(v[1])
+            record[f"{prefer}_cpu_ratio"] = float(v[2])
+        record["population_best_throughput_ratio"] = float(feasible[:, 0].max()) if len(
+            feasible) else 0.0
+        record["population_min_interrupts_ratio"] = float(feasible[:, 1].min()) if len(
+            feasible) else 0.0
+        s.logbook.append(record)
+
+    def _population(self) -> list[Any]:
+        assert self.state is not None
+        pop = []
+        for genes, fit, dist in zip(self.state.population, self.state.fitness,
+                                    self.state.crowding, strict=True):
+            ind = self.individual(genes)
+            ind.fitness.values = fit
+            ind.fitness.crowding_dist = dist
+            pop.append(ind)
+        random.setstate(self.state.random_state)
+        return pop
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self) -> None:
+        """Write `out/checkpoint.json` atomically (an interrupt never leaves half a file)."""
+        if self.out is None or self.state is None:
+            return
+        s = self.state
+        doc = {
+            "nictune_checkpoint": CHECKPOINT_FORMAT, "config": self.config.source,
+            "config_hash": s.config_hash, "options": asdict(s.options),
+            "generation": s.generation, "evaluations": s.evaluations,
+            "population": s.population, "fitness": [list(f) for f in s.fitness],
+            "crowding": [_finite(c) for c in s.crowding],
+            "archives": [a.to_json() for a in s.archives], "logbook": s.logbook,
+            "random_state": [s.random_state[0], list(s.random_state[1]), s.random_state[2]],
+            "numpy_state": s.numpy_state,
+        }
+        self.out.mkdir(parents=True, exist_ok=True)
+        tmp = self.out / f".{CHECKPOINT}.tmp"
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, self.out / CHECKPOINT)
+
+    def resume(self, state: State) -> None:
+        if state.config_hash != self.config.digest:
+            raise InputError(f"{self.config.source}: the config changed since the checkpoint "
+                             "was written (config hash differs); start a new run instead")
+        self.state = state
+
+
+def _finite(x: float) -> float | str:
+    return "inf" if x == float("inf") else x
+
+
+def _tournament(pop: list[Any]) -> Any:
+    """Binary tournament of NSGA-II: domination, then crowding distance, then a coin."""
+    a, b = random.sample(pop, 2)
+    if a.fitness.dominates(b.fitness):
+        return a
+    if b.fitness.dominates(a.fitness):
+        return b
+    if a.fitness.crowding_dist != b.fitness.crowding_dist:
+        return a if a.fitness.crowding_dist > b.fitness.crowding_dist else b
+    return a if random.random() <= 0.5 else b
+
+
+def load_checkpoint(directory: str | Path) -> State:
+    """Read `DIR/checkpoint.json`; a missing or damaged one is an `InputError`."""
+    path = Path(directory) / CHECKPOINT
+    try:
+        raw = json.loads(path.read_text())
+    except OSError:
+        raise InputError(f"--resume {directory}: no checkpoint ({path} is missing); "
+                         "run without --resume to start") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: damaged checkpoint: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(raw, dict) or raw.get("nictune_checkpoint") != CHECKPOINT_FORMAT:
+        raise InputError(f"{path}: not a nictune checkpoint (nictune_checkpoint: "
+                         f"{CHECKPOINT_FORMAT} expected)")
+    try:
+        version, internal, gauss = raw["random_state"]
+        return State(
+            options=Options(**raw["options"]), config_hash=raw["config_hash"],
+            generation=int(raw["generation"]), evaluations=int(raw["evaluations"]),
+            population=raw["population"], fitness=[tuple(f) for f in raw["fitness"]],
+            crowding=[float(c) for c in raw["crowding"]],
+            archives=[HostArchive.from_json(a) for a in raw["archives"]],
+            logbook=raw["logbook"], random_state=(version, tuple(internal), gauss),
+            numpy_state=raw["numpy_state"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{path}: damaged checkpoint: {exc!r}") from None
