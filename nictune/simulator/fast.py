@@ -22,6 +22,7 @@ How each mode is modelled (docs/engines.md has the derivations):
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -58,6 +59,7 @@ class Workload:
     per_burst: np.ndarray  # packets per burst
     on: np.ndarray  # s of arrivals per burst (span for cbr/poisson)
     off: np.ndarray  # s of silence between bursts (0 for cbr/poisson)
+    cycle: np.ndarray  # s from one burst's start to the next (inf for cbr/poisson)
     arrival: np.ndarray  # index into ARRIVALS
     start: np.ndarray
     host: np.ndarray  # host index
@@ -68,7 +70,7 @@ class Workload:
     backlog: np.ndarray
     nic_idle: np.ndarray
     core_busy: np.ndarray
-    overlap: np.ndarray  # (T, T): share of t's span during which j also arrives (same host)
+    groups: tuple[np.ndarray, ...]  # column indices of each host with several transmissions
 
     @classmethod
     def build(cls, config: Config, transmissions: list[Transmission]) -> Workload:
@@ -87,28 +89,22 @@ class Workload:
                 span = (bursts - 1) * (t.onoff_on + t.onoff_off) + (last - 1) / local
                 on, off = (per_burst - 1) / local, t.onoff_on + t.onoff_off - (
                     per_burst - 1) / local
+                cycle = t.onoff_on + t.onoff_off
             else:
                 local, per_burst, bursts = rate, n, 1
-                span, on, off = (n - 1) / rate, (n - 1) / rate, 0.0
+                span, on, off, cycle = (n - 1) / rate, (n - 1) / rate, 0.0, np.inf
             c = host.costs
-            rows.append((n, t.packet_size, rate, local, span, bursts, per_burst, on, off,
+            rows.append((n, t.packet_size, rate, local, span, bursts, per_burst, on, off, cycle,
                          ARRIVALS.index(t.arrival), t.start, hosts[host.name], c.irq,
                          c.per_packet, c.per_byte * mem[t.id], c.poll_check,
                          host.backlog_slots, nic.idle_power(host), host.power.core_busy))
         cols = [np.array(c, dtype=float) for c in zip(*rows, strict=True)]
-        start, span, host = cols[10], cols[4], cols[11]
-        lo = np.maximum(start[:, None], start[None, :])
-        hi = np.minimum((start + span)[:, None], (start + span)[None, :])
-        overlap = np.clip(hi - lo, 0.0, None) / np.maximum(span, _TINY)[:, None]
-        same_host = host[:, None] == host[None, :]
-        both_points = (span[:, None] <= _TINY) & (lo <= hi + _TINY)
-        overlap = np.where(same_host, np.where(both_points, 1.0, overlap), 0.0)
-        np.fill_diagonal(overlap, 1.0)
-        names = [f for f in cls.__dataclass_fields__ if f != "overlap"]
+        names = [f for f in cls.__dataclass_fields__ if f != "groups"]
         values = dict(zip(names, cols, strict=True))
         values["arrival"] = values["arrival"].astype(np.int64)
         values["host"] = values["host"].astype(np.int64)
-        return cls(overlap=overlap, **values)
+        groups = tuple(np.flatnonzero(values["host"] == h) for h in np.unique(values["host"]))
+        return cls(groups=tuple(g for g in groups if g.size > 1), **values)
 
 
 def evaluate_batch(config: Config, transmissions: list[Transmission],
@@ -126,52 +122,87 @@ def evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         return _evaluate(wl, b)
 
 
-def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(others' load ρ_o, interrupt load H on the core, saturated packet rate r) per (p, t).
+@dataclass
+class _Share:
+    """What a transmission gets from its core (arrays (P, T))."""
 
-    Loads are weighted by how long the other transmission overlaps t. Past saturation the
-    core serves interrupts first and shares the rest round-robin per packet: r solves
-    Σ_j min(λ_j, r)·w_j = 1 − H (water-filling); r = inf where t is not limited.
+    rho_o: np.ndarray  # the others' load on the core, averaged over t's arrivals
+    high: np.ndarray  # interrupt load on the core (own included), averaged likewise
+    r: np.ndarray  # packets/s t gets when the core saturates (inf: it keeps up)
+    delivered: np.ndarray  # shared hosts: fluid packets delivered (NaN: use the closed form)
+    q_end: np.ndarray  # shared hosts: packets queued when t's arrivals end
+
+
+def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray,
+                cap_q: np.ndarray) -> _Share:
+    """Share each core between the transmissions whose `irq_core` it is.
+
+    A transmission alone on its host gets 1 − its own interrupt load. On a shared host the
+    time axis is cut where arrivals start or end; in each phase the core serves interrupts
+    first and shares the rest round-robin per packet (water-filling: r solves
+    Σ_j min(λ_j, r)·w_j = 1 − H), and a fluid queue per transmission (capacity `cap_q`)
+    carries backlog and drops from phase to phase.
     """
-    lam = wl.local[None, :]
-    own_pkt = lam * w
-    shared = np.flatnonzero(np.bincount(wl.host, minlength=wl.host.max() + 1)[wl.host] > 1)
-    if shared.size == 0:
-        rho_o = np.zeros_like(w)
-        high = irq_load
-        cap = np.clip(1.0 - high, 0.0, None)
-        r = np.where(own_pkt > cap, cap / w, np.inf)
-        return rho_o, high, r
-    cols = shared
-    same = b.irq_core[:, cols, None] == b.irq_core[:, None, cols]
-    m = same * wl.overlap[np.ix_(cols, cols)][None]  # (P, S, S)
-    load_pkt_all = wl.rate[None, cols] * w[:, cols]  # average packet load
-    irq_avg = irq_load[:, cols] * (wl.rate / np.maximum(wl.local, _TINY))[None, cols]
-    high = irq_load.copy()
-    high[:, cols] = irq_load[:, cols] + np.einsum("pij,pj->pi", m, irq_avg) - irq_avg
-    rho_o = np.zeros_like(w)
-    rho_o[:, cols] = np.einsum("pij,pj->pi", m, load_pkt_all + irq_avg) - (
-        load_pkt_all + irq_avg)
-    cap = np.clip(1.0 - high, 0.0, None)
-    # water-filling over the members of each core (own rate is the local one)
-    lam_j = np.broadcast_to(wl.rate[None, None, cols], m.shape).copy()
-    idx = np.arange(cols.size)
-    lam_j[:, idx, idx] = wl.local[cols]
-    wj = w[:, None, cols]
-    r = np.full(w.shape, np.inf)
-    c = cap[:, cols]
-    rs = np.full(c.shape, 0.0)
-    for _ in range(6):
-        sat = lam_j > rs[:, :, None]
-        unsat_load = np.einsum("pij,pij->pi", m * ~sat, lam_j * wj)
-        sat_w = np.einsum("pij,pij->pi", m * sat, np.broadcast_to(wj, m.shape))
-        rs = np.where(sat_w > 0, np.clip(c - unsat_load, 0.0, None) / sat_w, np.inf)
-    r[:, cols] = np.where(wl.local[None, cols] > rs, rs, np.inf)
-    alone = np.setdiff1d(np.arange(w.shape[1]), cols)
-    r[:, alone] = np.where(own_pkt[:, alone] > cap[:, alone], cap[:, alone] / w[:, alone],
-                           np.inf)
-    return rho_o, high, r
+    shape = w.shape
+    cpu = np.clip(1.0 - irq_load, 0.0, None)
+    r = np.where(wl.local[None, :] * w > cpu, cpu / w, np.inf)
+    share = _Share(rho_o=np.zeros(shape), high=irq_load.copy(), r=r,
+                   delivered=np.full(shape, np.nan), q_end=np.zeros(shape))
+    for cols in wl.groups:
+        _share_host(wl, b, w, irq_load, cap_q, cols, share)
+    return share
+
+
+def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray,
+                cap_q: np.ndarray, cols: np.ndarray, out: _Share) -> None:
+    """The phases of one shared host (columns `cols`), written into `out`."""
+    lam = wl.rate[cols]
+    wj = w[:, cols]
+    irq = irq_load[:, cols] * (lam / np.maximum(wl.local[cols], _TINY))
+    own = lam * wj + irq
+    cap = cap_q[:, cols]
+    same = (b.irq_core[:, cols, None] == b.irq_core[:, None, cols]).astype(float)
+    start = wl.start[cols]
+    end = start + wl.span[cols]
+    edges = np.unique(np.concatenate([start, end]))
+    rho = np.zeros(wj.shape)
+    high = np.zeros(wj.shape)
+    q = np.zeros(wj.shape)
+    done = np.zeros(wj.shape)
+    inflow = wl.n[cols] / np.maximum(wl.span[cols], _TINY)  # n packets over the span
+    for lo, hi in itertools.pairwise(edges):
+        length = hi - lo
+        act = (start <= lo + _TINY) & (end >= hi - _TINY)
+        if length <= 0 or not act.any():
+            continue
+        m = same * (act[:, None] & act[None, :])[None]
+        h = np.einsum("pij,pj->pi", m, irq)
+        rk = _waterfill(m, lam, wj, np.clip(1.0 - h, 0.0, None))
+        rho += act * (np.einsum("pij,pj->pi", m, own) - own) * length
+        high += act * h * length
+        avail = q + act * inflow * length
+        taken = np.minimum(avail, rk * length)
+        q = avail - taken
+        q = np.minimum(q, cap)
+        done += taken
+    span = np.maximum(wl.span[cols], _TINY)
+    out.rho_o[:, cols] = rho / span
+    out.high[:, cols] = np.where(wl.span[cols] > 0, high / span, out.high[:, cols])
+    out.delivered[:, cols] = np.where(wl.span[cols] > 0, done + q, np.nan)
+    out.q_end[:, cols] = q
+    out.r[:, cols] = np.where((done + q < wl.n[cols] - 0.5) | (q >= 1.0), done / span, np.inf)
+
+
+def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray) -> np.ndarray:
+    """Per-packet round-robin share of `cpu`: the rate r each member gets (inf if λ ≤ r)."""
+    r = np.zeros(cpu.shape)
+    load = lam * w
+    for _ in range(min(lam.size, 8) + 1):
+        sat = (lam[None, None, :] > r[:, :, None]).astype(float)
+        unsat = np.einsum("pij,pj->pi", m * (1.0 - sat), load)
+        sat_w = np.einsum("pij,pj->pi", m * sat, w)
+        r = np.where(sat_w > 0, np.clip(cpu - unsat, 0.0, None) / sat_w, np.inf)
+    return np.where(lam[None, :] > r, r, np.inf)
 
 
 def _poisson_excess(mu: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -207,6 +238,14 @@ class _Ctx:
     poisson: np.ndarray
     onoff: np.ndarray
 
+    def time_of(self, idx: np.ndarray) -> np.ndarray:
+        """Arrival time of packet `idx` (1-based, fluid) after the first arrival."""
+        i = np.clip(idx - 1.0, 0.0, None)
+        pb = self.wl.per_burst[None, :]
+        bursts = np.floor(i / pb + 1e-9)
+        return np.where(self.onoff, bursts * self.wl.cycle[None, :] + (i - bursts * pb) / self.lam,
+                        i / self.lam)
+
 
 def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     mode = b.mode
@@ -219,17 +258,18 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     tau = np.where(wat, b.watermark_timeout, 0.0)
     n_wake = _packets_at_wake(lam, wm, tau, poisson)
     irq_rate = np.select([act, pas, wat], [lam, 1.0 / period, lam / (n_wake + lam * ti)], 0.0)
-    rho_o, high, r_sat = _core_share(wl, b, w, irq_rate * ti)
-    ws = w / np.clip(1.0 - rho_o, 0.05, None)
+    cap_q = np.where(act, wl.backlog[None, :], b.ring_slots)
+    share = _core_share(wl, b, w, irq_rate * ti, cap_q)
+    ws = w / np.clip(1.0 - share.rho_o, 0.05, None)
     cx = _Ctx(wl=wl, lam=lam, n=n, span=wl.span[None, :], ti=ti, ws=ws, ring=b.ring_slots,
               poisson=poisson, onoff=(wl.arrival == ONOFF)[None, :])
-    parts = [(act, _active(cx, high)), (pas, _passive(cx, period)),
+    parts = [(act, _active(cx, share.high)), (pas, _passive(cx, period)),
              (wat, _watermark(cx, wm, tau, n_wake)), (bus, _busy_poll(cx))]
     res = {}
     for key in _Mode.__dataclass_fields__:
         res[key] = np.select([m for m, _ in parts],
                              [np.broadcast_to(getattr(r, key), mode.shape) for _, r in parts])
-    _saturate(cx, res, act, pas | wat, r_sat, w)
+    _saturate(cx, res, pas | wat, share, cap_q, w)
     stranded = res["stranded"]
     dropped = np.clip(n - res["delivered"] - stranded, 0.0, None)
     delivered = n - dropped - stranded
@@ -350,13 +390,12 @@ def _watermark(cx: _Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray) ->
     flush = cx.onoff & timed & (tau < cx.wl.off[None, :])
     wakes = np.where(flush, cx.wl.bursts[None, :] * np.ceil(per_burst / c - 1e-9), wakes)
     # end: the last drain (packets up to min(N, full·c)), then the timeout flush if any
-    last_idx = np.minimum(n, full * c)
+    last_idx = n - left
     m = last_idx - (full - 1.0) * c
-    drain_end = (last_idx - 1.0) * g + np.maximum(ws, ti + m * ws - (m - n_wake) * g)
-    drain_end = np.where(cx.poisson, (last_idx - 1.0) * g + ti + n_wake * ws, drain_end)
-    flush_end = cx.span - (left - 1.0) * g + tau + ti + left * ws
-    flush_end = np.where(cx.poisson, cx.span + tau - (left - 1.0) * g + ti + left * ws,
-                         flush_end)
+    last_at = cx.time_of(last_idx)
+    drain_end = last_at + np.where(cx.poisson, ti + n_wake * ws,
+                                   np.maximum(ws, ti + m * ws - (m - n_wake) * g))
+    flush_end = cx.time_of(n - left + 1.0) + tau + ti + left * ws
     duration = np.where(timed & (left > 0), np.maximum(drain_end, flush_end), drain_end)
     fill = np.where(by_timeout, tau, (n_wake - 1.0) * g)
     zero = np.zeros_like(duration)
@@ -365,19 +404,19 @@ def _watermark(cx: _Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray) ->
                  lat_mean=fill / 2.0 + ti + c * ws / 2.0, lat_p99=0.99 * fill + ti + c * ws)
 
 
-def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.ndarray,
-              r_sat: np.ndarray, w: np.ndarray) -> None:
+def _saturate(cx: _Ctx, res: dict[str, np.ndarray], batched: np.ndarray, share: _Share,
+              cap: np.ndarray, w: np.ndarray) -> None:
     """Where the core cannot keep up, the consumer gets r packets/s and its queue overflows.
 
-    Per burst (cbr/poisson: one burst) the queue (backlog B in active_wait, else the ring R)
-    fills at λ − r, drops beyond its capacity and drains after the last arrival.
+    Alone on a host, per burst (cbr/poisson: one burst) the queue (backlog B in active_wait,
+    else the ring R) fills at λ − r, drops beyond its capacity and drains after the last
+    arrival; on a shared host the phases of `_core_share` did that already.
     """
-    sat = np.isfinite(r_sat)
+    sat = np.isfinite(share.r)
     if not sat.any():
         return
     n, lam, wl = cx.n, cx.lam, cx.wl
-    r = np.where(sat, r_sat, lam)
-    cap = np.where(act, wl.backlog[None, :], cx.ring)
+    r = np.where(sat, share.r, lam)
     on = wl.on[None, :] + 1.0 / lam
     per_burst, bursts = wl.per_burst[None, :], wl.bursts[None, :]
     q = np.clip((lam - r) * on, 0.0, cap)
@@ -387,12 +426,15 @@ def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np
     last = np.minimum(last_n, r * last_on + cap)
     delivered = (bursts - 1.0) * mid + last
     q_end = np.clip(last - r * last_on, 0.0, None)
-    lat = np.minimum(cap, q) / np.maximum(r, _TINY) + cx.ti + w
+    fluid = np.isfinite(share.delivered)
+    delivered = np.where(fluid, share.delivered, delivered)
+    q_end = np.where(fluid, share.q_end, q_end)
+    lat = np.minimum(cap, np.where(fluid, q_end, q)) / np.maximum(r, _TINY) + cx.ti + w
     upd = {
         "delivered": np.minimum(res["delivered"], delivered),
-        "duration": np.maximum(res["duration"], cx.span + cx.ti + q_end * w),
-        "lat_mean": np.maximum(res["lat_mean"], lat),
-        "lat_p99": np.maximum(res["lat_p99"], lat * 1.02),
+        "duration": cx.span + cx.ti + q_end * w,
+        "lat_mean": lat,
+        "lat_p99": lat * 1.02,
         "stranded": np.zeros_like(r),
         "interrupts": np.where(batched, np.minimum(res["interrupts"], 1.0), res["interrupts"]),
         "empty": np.where(batched, 0.0, res["empty"]),
