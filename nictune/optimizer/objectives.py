@@ -26,6 +26,7 @@ WEIGHTS = (1.0, -1.0, -1.0, -1.0)
 FEASIBLE = 1e-9  # violation (sum of fractions) still counted as feasible
 TIE = 1e-3  # throughputs within 0.1 % of the best count as equal (prefer throughput)
 NOISE = 1e-9  # float noise: a plan this close to the default's throughput is "as fast"
+CPU_SLACK = 2.0  # tied rows may use up to this times the frugal CPU (see `pick`)
 PENALTY = 1e12
 PREFERENCES = ("throughput", "interrupts", "balanced")
 
@@ -56,6 +57,10 @@ def group_mean(values: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
     return np.stack([values[:, g].mean(axis=1) for g in groups], axis=1)
 
 
+def group_min(values: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
+    return np.stack([values[:, g].min(axis=1) for g in groups], axis=1)
+
+
 def group_sum(values: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
     return np.stack([values[:, g].sum(axis=1) for g in groups], axis=1)
 
@@ -72,9 +77,11 @@ def fitness(values: np.ndarray, violation: np.ndarray) -> list[tuple[float, ...]
     return out
 
 
-def dominated(values: np.ndarray) -> np.ndarray:
-    """Mask of rows dominated by another row (objective 0 maximised, the rest minimised)."""
-    signed = values * -np.asarray(WEIGHTS[:values.shape[1]])
+def dominated(values: np.ndarray, maximise: tuple[int, ...] = (0,)) -> np.ndarray:
+    """Mask of rows dominated by another row (columns `maximise` maximised, the rest
+    minimised)."""
+    signed = values.copy()
+    signed[:, list(maximise)] *= -1.0
     better_eq = (signed[:, None, :] <= signed[None, :, :]).all(axis=2)
     strictly = (signed[:, None, :] < signed[None, :, :]).any(axis=2)
     return (better_eq & strictly).any(axis=0)
@@ -101,35 +108,35 @@ def candidates(values: np.ndarray, violation: np.ndarray) -> np.ndarray:
     return np.flatnonzero(violation <= violation.min() * (1 + 1e-9))
 
 
-def pick(values: np.ndarray, violation: np.ndarray, prefer: str) -> int:
+def pick(values: np.ndarray, violation: np.ndarray, prefer: str,
+         worst: np.ndarray | None = None) -> int:
     """The index a preference chooses; the default has ratio 1 on every objective.
 
-    throughput: the highest throughput (ties within `TIE`, never below the default's),
-    then the fewest interrupts, then the least CPU. interrupts: the fewest interrupts
-    among those at least as fast as the default ("as fast" allows `NOISE`). Both first
-    narrow their tie set to the rows that use no more CPU than the default when there are
-    any: otherwise busy polling (no interrupts, a whole core spinning) would always win.
-    balanced: among the non-dominated rows at least as fast as the default, the one closest
-    to the ideal point after scaling each objective to [0, 1] (the knee of the front).
+    Only rows at least as fast as the default for every transmission (`worst`, the lowest
+    per-transmission throughput ratio of the row; "as fast" allows `NOISE`) are eligible,
+    and among them only those using at most `CPU_SLACK` times the CPU of the default or of
+    the most frugal eligible row, whichever is more: otherwise busy polling (no interrupts,
+    a whole core spinning) would always win the interrupt count. Then
+    throughput: the highest throughput (ties within `TIE`), the fewest interrupts, the
+    least CPU; interrupts: the fewest interrupts, the highest throughput, the least CPU;
+    balanced: among the non-dominated rows, the one closest to the ideal point after
+    scaling each objective's logarithm to [0, 1] (the knee of the front).
     """
     idx = candidates(values, violation)
-    thr = values[idx, 0]
-    best = thr.max()
-    floor = 1.0 - NOISE if best >= 1.0 - NOISE else (1.0 - TIE) * best
+    low = (values[:, 0] if worst is None else worst)[idx]
+    keep = idx[low >= 1.0 - NOISE]
+    if not len(keep):  # the default itself is infeasible: just the fastest
+        keep = idx[values[idx, 0] >= (1.0 - TIE) * values[idx, 0].max()]
     if prefer == "throughput":
-        floor = max(floor, (1.0 - TIE) * best)
-    keep = idx[thr >= floor]
-    if prefer == "balanced":
-        front = keep[~dominated(values[keep])]
-        signed = values[front] * -np.asarray(WEIGHTS[:values.shape[1]])
-        low, high = signed.min(axis=0), signed.max(axis=0)
-        scaled = (signed - low) / np.where(high > low, high - low, 1.0)
-        return int(front[np.argmin(np.sqrt((scaled ** 2).sum(axis=1)))])
-    frugal = keep[values[keep, 2] <= 1.0 + TIE]
-    keep = frugal if len(frugal) else keep
+        keep = keep[values[keep, 0] >= (1.0 - TIE) * values[keep, 0].max()]
+    keep = keep[values[keep, 2] <= CPU_SLACK * max(1.0, values[keep, 2].min())]
     v = values[keep]
     if prefer == "throughput":
         return int(keep[np.lexsort((v[:, 2], v[:, 1]))[0]])
-    return int(keep[np.lexsort((v[:, 2], -v[:, 0], v[:, 1]))[0]])
-
-
+    if prefer == "interrupts":
+        return int(keep[np.lexsort((v[:, 2], -v[:, 0], v[:, 1]))[0]])
+    front = keep[~dominated(v)]
+    signed = np.log(np.maximum(values[front], 1e-300)) * -np.asarray(WEIGHTS[:v.shape[1]])
+    lo, hi = signed.min(axis=0), signed.max(axis=0)
+    scaled = (signed - lo) / np.where(hi > lo, hi - lo, 1.0)
+    return int(front[np.argmin(np.sqrt((scaled ** 2).sum(axis=1)))])

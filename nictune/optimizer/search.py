@@ -32,6 +32,7 @@ from nictune.optimizer.objectives import (
     WEIGHTS,
     fitness,
     group_mean,
+    group_min,
     group_sum,
     ratios,
     violations,
@@ -147,21 +148,23 @@ class Search:
         self.state: State | None = None
 
     # ------------------------------------------------------------------ scoring
-    def score(self, genes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                 np.ndarray]:
-        """Evaluate genes: individual values (P, K), violations (P,), and per host."""
+    def score(self, genes: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Evaluate genes: individual values (P, K) and violations (P,); per host values
+        (P, H, K), violations (P, H) and lowest per-transmission throughput ratio (P, H)."""
         m = {k: np.nan_to_num(v) for k, v in self.evaluate(genes).items()}
         r = ratios(m, {k: v[0] for k, v in self.baseline.items()}, self.options.energy)
         bad = violations(self.config, m)
         groups = self.encoding.host_transmissions
-        return r.mean(axis=1), bad.sum(axis=1), group_mean(r, groups), group_sum(bad, groups)
+        return (r.mean(axis=1), bad.sum(axis=1), group_mean(r, groups), group_sum(bad, groups),
+                group_min(r[..., 0], groups))
 
     def _evaluated(self, genes: list[list[float]]) -> list[Any]:
         matrix = np.array(genes, dtype=float)
-        values, bad, host_values, host_bad = self.score(matrix)
+        values, bad, host_values, host_bad, host_worst = self.score(matrix)
         assert self.state is not None
         for h, cols in enumerate(self.encoding.host_genes):
-            self.state.archives[h].update(matrix[:, cols], host_values[:, h], host_bad[:, h])
+            self.state.archives[h].update(matrix[:, cols], host_values[:, h], host_bad[:, h],
+                                          host_worst[:, h])
         self.state.evaluations += len(genes)
         out = []
         for g, fit in zip(genes, fitness(values, bad), strict=True):
@@ -179,7 +182,7 @@ class Search:
         self.state = State(options=o, config_hash=self.config.digest, generation=0,
                            evaluations=0, population=[], fitness=[], crowding=[],
                            archives=[HostArchive(np.zeros((0, len(c))), np.zeros(
-                               (0, 4 if o.energy else 3)), np.zeros(0))
+                               (0, 4 if o.energy else 3)), np.zeros(0), np.zeros(0))
                                for c in self.encoding.host_genes])
         genes = [self.encoding.default_genes(),
                  *rng.random((o.population - 1, self.encoding.size)).tolist()]
