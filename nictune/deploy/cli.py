@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from nictune.deploy import lab
+from nictune.deploy import hosts_cli, lab
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,6 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     down = lab_sub.add_parser("down", help="remove everything `lab up` made")
     down.add_argument("--dir", default="nictune-lab", help="lab directory (default nictune-lab)")
     down.set_defaults(func=_lab_down)
+    register_hosts(sub)
 
 
 def _lab_up(args: argparse.Namespace) -> int:
@@ -43,3 +44,38 @@ def _lab_down(args: argparse.Namespace) -> int:
     removed = lab.lab_down(Path(args.dir))
     print(f"lab down: removed {len(removed)} items")
     return 0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--inventory", required=True, help="inventory.yaml (DESIGN §6)")
+    p.add_argument("--hosts", nargs="+", metavar="HOST", help="only these inventory hosts")
+    p.add_argument("--trust-on-first-use", action="store_true",
+                   help="accept and record unknown host keys (changed keys are always refused)")
+    p.add_argument("--workers", type=int, default=16, help="hosts handled at once (default 16)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def register_hosts(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("probe", help="read NIC, NAPI, IRQ, busy-poll and PF_RING state")
+    _common(p)
+    p.set_defaults(func=hosts_cli.probe_cmd)
+    p = sub.add_parser("deploy", help="apply a plan to hosts: snapshot, apply, verify, or "
+                                      "restore")
+    p.add_argument("plan", nargs="?", help="plan.yaml (not needed with --confirm)")
+    _common(p)
+    p.add_argument("--dry-run", action="store_true", help="print the changes, touch nothing")
+    p.add_argument("--confirm-timeout", type=float, metavar="S",
+                   help="restore automatically after S seconds unless `deploy --confirm`")
+    p.add_argument("--confirm", action="store_true",
+                   help="confirm a --confirm-timeout deploy (keeps the change)")
+    p.add_argument("--allow-mgmt-iface", action="store_true",
+                   help="allow ring/channel changes on the interface carrying SSH")
+    p.add_argument("--guard-timeout", type=float, default=60.0, metavar="S",
+                   help="on-host timer restoring an interrupted deploy (default 60 s)")
+    p.set_defaults(func=hosts_cli.deploy_cmd)
+    p = sub.add_parser("rollback", help="restore the hosts' original snapshots")
+    _common(p)
+    p.add_argument("--dry-run", action="store_true", help="print the changes, touch nothing")
+    p.add_argument("--guard-timeout", type=float, default=60.0, metavar="S",
+                   help="on-host timer restoring an interrupted rollback (default 60 s)")
+    p.set_defaults(func=hosts_cli.rollback_cmd)

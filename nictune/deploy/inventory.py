@@ -65,6 +65,7 @@ class HostInventory:
     nics: dict[str, str] = field(default_factory=dict)
     netns: str | None = None
     root: str = "/"
+    state_dir: Path = Path(".nictune")  # local: snapshots and audit log (beside the inventory)
 
     def iface(self, nic_id: str) -> str:
         """The interface carrying plan NIC `nic_id`; InventoryError if the host lacks it."""
@@ -173,6 +174,7 @@ def _host(name: Any, raw: Any, defaults: dict[str, Any], base: Path,
         name=name,
         address=_address(f["address"], source, f"{where}.address"),
         port=port, user=user, sudo=sudo, nics=dict(nics), netns=netns, root=root,
+        state_dir=base / ".nictune",
         key_file=_path(f.get("key_file", "id_ed25519"), base, source, f"{where}.key_file",
                        must_exist=True),
         known_hosts=_path(f.get("known_hosts", "known_hosts"), base, source,

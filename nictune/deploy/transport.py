@@ -207,7 +207,9 @@ class Connection:
         """Run `cmd` (a shell string, or an argv list that is quoted item by item)."""
         line = command_line(cmd)
         use_sudo = self.host.sudo if sudo is None else sudo
-        full = f"sudo -n sh -c {shlex.quote(line)}" if use_sudo else line
+        # sudo drops $SSH_CONNECTION; pass it on as NICTUNE_SSH (the probe needs it)
+        full = (f'sudo -n env NICTUNE_SSH="$SSH_CONNECTION" sh -c {shlex.quote(line)}'
+                if use_sudo else line)
         limit = self.command_timeout if timeout is None else timeout
         started = time.monotonic()
         try:

@@ -1,0 +1,119 @@
+"""Knob backends: one module per kind of knob, all with the same small contract.
+
+A knob is a flat key (`nic/<NIC>/<backend>/<param>` or `host/<backend>/<param>`) with a
+JSON value. Each backend module defines `NAME` and
+
+* `read(probe) -> {knob: value}` — the current values, from a `HostProbe`;
+* `plan(ctx) -> ({knob: target}, [Note])` — the targets for the plan's settings (knobs a
+  mode does not set go back to their ORIGINAL, pre-nictune value, so an arm is fully
+  defined whatever ran before) plus notes: unsupported (+ the fallback used), rounded,
+  clamped, approximation, not expressible, unavailable;
+* `commands(ctx, {knob: value}) -> [shell command]` — set those values; the same function
+  restores (called with the before-values), so apply and restore share one code path;
+* `matches(knob, want, got) -> bool` — read-back comparison (driver rounding tolerated
+  where the kernel may round).
+
+`BACKENDS` is the apply order; restore runs in reverse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from types import ModuleType
+from typing import Any
+
+from nictune.deploy.inventory import HostInventory
+from nictune.deploy.probe import HostProbe, NicProbe
+from nictune.model import NicSetting
+
+DEFER_HARD_IRQS = 2  # napi_defer_hard_irqs for passive_wait (DESIGN §2: "> 0")
+BUSY_POLL_US = 50  # net.core.busy_read / busy_poll for busy_poll
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something the user must know about how a setting was realised."""
+
+    host: str
+    nic: str  # "" for host-wide knobs
+    backend: str
+    kind: str  # unsupported|rounded|clamped|approximation|not_expressible|unavailable|warning
+    detail: str
+    fallback: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        where = f"{self.host}/{self.nic}" if self.nic else self.host
+        extra = f"; fallback: {self.fallback}" if self.fallback else ""
+        return f"{where} {self.backend}: {self.kind}: {self.detail}{extra}"
+
+
+@dataclass
+class HostContext:
+    """What a backend needs to plan one host."""
+
+    host: HostInventory
+    probe: HostProbe
+    original: dict[str, Any]  # pre-nictune knob values (the snapshot)
+    settings: dict[str, NicSetting] = field(default_factory=dict)  # NIC id -> setting
+
+    def nic(self, nic_id: str) -> NicProbe:
+        return self.probe.nics[nic_id]
+
+    def note(self, nic: str, backend: str, kind: str, detail: str,
+             fallback: str = "") -> Note:
+        return Note(self.host.name, nic, backend, kind, detail, fallback)
+
+
+def nic_key(nic: str, backend: str, param: str) -> str:
+    return f"nic/{nic}/{backend}/{param}"
+
+
+def host_key(backend: str, param: str) -> str:
+    return f"host/{backend}/{param}"
+
+
+def split_key(key: str) -> tuple[str, str, str]:
+    """(nic or "", backend, param) of a knob key."""
+    parts = key.split("/", 3)
+    if parts[0] == "nic":
+        return parts[1], parts[2], parts[3]
+    return "", parts[1], parts[2]
+
+
+def originals(ctx: HostContext, prefix: str) -> dict[str, Any]:
+    """The original values of every knob whose key starts with `prefix`."""
+    return {k: v for k, v in ctx.original.items() if k.startswith(prefix)}
+
+
+def default_matches(key: str, want: Any, got: Any) -> bool:
+    return want == got
+
+
+def _load() -> list[ModuleType]:
+    from nictune.deploy.backends import (
+        busy_poll_sysctl,
+        ethtool_channels,
+        ethtool_coalesce,
+        ethtool_features,
+        ethtool_ring,
+        irq_affinity,
+        napi_sysfs,
+        pfring,
+    )
+
+    # Files last: a failing file write then proves the restore of every earlier knob.
+    return [ethtool_features, ethtool_channels, ethtool_ring, ethtool_coalesce, napi_sysfs,
+            irq_affinity, busy_poll_sysctl, pfring]
+
+
+BACKENDS: list[ModuleType] = []
+
+
+def backends() -> list[ModuleType]:
+    """The backend modules in apply order."""
+    if not BACKENDS:
+        BACKENDS.extend(_load())
+    return BACKENDS

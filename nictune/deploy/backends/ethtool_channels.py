@@ -1,0 +1,67 @@
+"""Queue count (`ethtool -L`): the model runs all of a NIC's receive work on its irq_core
+(DESIGN §3), so the RX queues are set to one (combined, or rx where the NIC has separate
+queues) and irq_affinity pins that queue's IRQ. A NIC without channel control is reported
+`unsupported` (irq_affinity/RPS then steer all queues to the core)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from nictune.deploy.backends import (
+    HostContext,
+    Note,
+    default_matches,
+    nic_key,
+    originals,
+    split_key,
+)
+from nictune.deploy.probe import HostProbe
+
+NAME = "channels"
+MGMT_GUARDED = True
+matches = default_matches
+
+
+def _field(channels: dict[str, dict[str, Any]] | None) -> str | None:
+    """`combined` when the NIC has combined queues, else `rx`, else None."""
+    current = (channels or {}).get("current") or {}
+    high = (channels or {}).get("max") or {}
+    for name in ("combined", "rx"):
+        if isinstance(current.get(name), int) and (high.get(name) or 0) > 0 and \
+                current[name] > 0:
+            return name
+    return None
+
+
+def read(probe: HostProbe) -> dict[str, Any]:
+    out = {}
+    for nic_id, nic in probe.nics.items():
+        name = _field(nic.channels)
+        if name is not None:
+            out[nic_key(nic_id, NAME, name)] = nic.channels["current"][name]  # type: ignore
+    return out
+
+
+def plan(ctx: HostContext) -> tuple[dict[str, Any], list[Note]]:
+    targets = {k: v for k, v in originals(ctx, "nic/").items() if split_key(k)[1] == NAME}
+    notes: list[Note] = []
+    for nic in ctx.settings:
+        keys = [k for k in targets if k.startswith(f"nic/{nic}/{NAME}/")]
+        if not keys:
+            notes.append(ctx.note(nic, NAME, "unsupported",
+                                  f"{ctx.nic(nic).iface} has no settable RX queue count",
+                                  "irq_affinity/RPS steer every queue to irq_core"))
+            continue
+        for key in keys:
+            targets[key] = 1
+    return targets, notes
+
+
+def commands(ctx: HostContext, values: dict[str, Any]) -> list[str]:
+    by_nic: dict[str, list[str]] = {}
+    for key, value in values.items():
+        nic, _, name = split_key(key)
+        by_nic.setdefault(nic, []).extend([name, str(value)])
+    return [shlex.join(["ethtool", "-L", ctx.host.iface(nic), *args])
+            for nic, args in by_nic.items()]

@@ -1,0 +1,106 @@
+"""NIC interrupt coalescing (`ethtool -C`), DESIGN §2:
+
+active_wait `rx-usecs 0 rx-frames 1 adaptive-rx off`; passive_wait `rx-usecs T rx-frames 0`
+(the NIC timer starts at the first packet: an approximation, reported); watermark
+`rx-frames W rx-usecs timeout`; busy_poll leaves the NIC at its original values. A NIC
+without coalescing (veth) is reported `unsupported`; the NAPI sysfs knobs carry the setting.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from nictune.deploy.backends import (
+    HostContext,
+    Note,
+    default_matches,
+    nic_key,
+    originals,
+    split_key,
+)
+from nictune.deploy.probe import HostProbe
+
+NAME = "coalesce"
+PARAMS = ("adaptive-rx", "rx-usecs", "rx-frames")
+matches = default_matches
+
+
+def read(probe: HostProbe) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for nic_id, nic in probe.nics.items():
+        for param in PARAMS:
+            value = (nic.coalesce or {}).get(param)
+            if value is not None:
+                out[nic_key(nic_id, NAME, param)] = value
+    return out
+
+
+def _usecs(seconds: float, ctx: HostContext, nic: str, what: str,
+           notes: list[Note]) -> int:
+    exact = seconds * 1e6
+    value = round(exact)
+    if abs(value - exact) > 1e-6:
+        notes.append(ctx.note(nic, NAME, "rounded", f"{what} {exact:g} us -> {value} us"))
+    return value
+
+
+def wanted(ctx: HostContext, nic: str, notes: list[Note]) -> dict[str, Any]:
+    s = ctx.settings[nic]
+    if s.mode == "active_wait":
+        return {"adaptive-rx": False, "rx-usecs": 0, "rx-frames": 1}
+    if s.mode == "passive_wait":
+        notes.append(ctx.note(nic, NAME, "approximation",
+                              "rx-usecs starts at the first packet, not a free-running poll "
+                              "timer"))
+        return {"adaptive-rx": False, "rx-frames": 0,
+                "rx-usecs": _usecs(s.poll_interval or 0.0, ctx, nic, "poll interval", notes)}
+    if s.mode == "watermark":
+        return {"adaptive-rx": False, "rx-frames": s.watermark,
+                "rx-usecs": _usecs(s.watermark_timeout or 0.0, ctx, nic, "watermark timeout",
+                                   notes)}
+    return {}  # busy_poll: the NIC stays at its original values
+
+
+FALLBACK = {
+    "active_wait": "napi sysfs gro_flush_timeout 0 / napi_defer_hard_irqs 0",
+    "passive_wait": "napi sysfs gro_flush_timeout T / napi_defer_hard_irqs (software timer)",
+    "watermark": "none in the kernel (a packet-count watermark is not expressible); the "
+                 "PF_RING capture profile carries it",
+}
+
+
+def plan(ctx: HostContext) -> tuple[dict[str, Any], list[Note]]:
+    targets, notes = originals(ctx, "nic/"), []
+    targets = {k: v for k, v in targets.items() if split_key(k)[1] == NAME}
+    for nic in ctx.settings:
+        want = wanted(ctx, nic, notes)
+        if not want:
+            continue
+        if ctx.nic(nic).coalesce is None:
+            notes.append(ctx.note(nic, NAME, "unsupported",
+                                  f"{ctx.nic(nic).iface} has no interrupt coalescing "
+                                  f"({ctx.nic(nic).errors.get('c', 'ethtool -c failed')})",
+                                  FALLBACK[ctx.settings[nic].mode]))
+            continue
+        for param, value in want.items():
+            key = nic_key(nic, NAME, param)
+            if key not in ctx.original:
+                notes.append(ctx.note(nic, NAME, "unsupported",
+                                      f"{param} is n/a on {ctx.nic(nic).iface}; wanted "
+                                      f"{value}"))
+                continue
+            targets[key] = value
+    return targets, notes
+
+
+def commands(ctx: HostContext, values: dict[str, Any]) -> list[str]:
+    by_nic: dict[str, list[str]] = {}
+    for key, value in values.items():
+        nic, _, param = split_key(key)
+        if isinstance(value, bool):
+            value = "on" if value else "off"
+        by_nic.setdefault(nic, []).extend([param, str(int(value) if not isinstance(
+            value, str) else value)])
+    return [shlex.join(["ethtool", "-C", ctx.host.iface(nic), *args])
+            for nic, args in by_nic.items()]

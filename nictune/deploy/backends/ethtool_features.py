@@ -1,0 +1,57 @@
+"""Offload features (`ethtool -K`): GRO is switched on where the NAPI knobs carry the
+setting (passive_wait's gro_flush_timeout only acts with GRO; on veth, GRO also turns
+NAPI on) and for busy_poll (needs NAPI); otherwise GRO keeps its original state."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from nictune.deploy.backends import (
+    HostContext,
+    Note,
+    default_matches,
+    nic_key,
+    originals,
+    split_key,
+)
+from nictune.deploy.probe import HostProbe
+
+NAME = "features"
+FEATURES = {"generic-receive-offload": "gro"}  # ethtool -k name -> ethtool -K name
+matches = default_matches
+
+
+def read(probe: HostProbe) -> dict[str, Any]:
+    out = {}
+    for nic_id, nic in probe.nics.items():
+        for feature in FEATURES:
+            state = (nic.features or {}).get(feature)
+            if state is not None and not state.get("fixed"):
+                out[nic_key(nic_id, NAME, feature)] = bool(state["active"])
+    return out
+
+
+def plan(ctx: HostContext) -> tuple[dict[str, Any], list[Note]]:
+    targets = {k: v for k, v in originals(ctx, "nic/").items() if split_key(k)[1] == NAME}
+    notes: list[Note] = []
+    for nic, s in ctx.settings.items():
+        if s.mode not in ("passive_wait", "busy_poll"):
+            continue
+        key = nic_key(nic, NAME, "generic-receive-offload")
+        if key not in ctx.original:
+            notes.append(ctx.note(nic, NAME, "unsupported",
+                                  f"GRO cannot be changed on {ctx.nic(nic).iface} (fixed or "
+                                  "absent)"))
+            continue
+        targets[key] = True
+    return targets, notes
+
+
+def commands(ctx: HostContext, values: dict[str, Any]) -> list[str]:
+    by_nic: dict[str, list[str]] = {}
+    for key, value in values.items():
+        nic, _, feature = split_key(key)
+        by_nic.setdefault(nic, []).extend([FEATURES[feature], "on" if value else "off"])
+    return [shlex.join(["ethtool", "-K", ctx.host.iface(nic), *args])
+            for nic, args in by_nic.items()]

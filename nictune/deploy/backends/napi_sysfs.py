@@ -1,0 +1,68 @@
+"""Kernel software interrupt moderation per device (DESIGN §2): `gro_flush_timeout` (ns)
+and `napi_defer_hard_irqs` in /sys/class/net/IFACE.
+
+active_wait 0/0; passive_wait T/DEFER_HARD_IRQS; watermark is not expressible (reported,
+original values kept); busy_poll keeps the original values. On NICs without hardware
+coalescing (veth) these knobs carry the setting.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from nictune.deploy.backends import (
+    DEFER_HARD_IRQS,
+    HostContext,
+    Note,
+    default_matches,
+    nic_key,
+    originals,
+    split_key,
+)
+from nictune.deploy.probe import HostProbe
+
+NAME = "napi"
+PARAMS = ("gro_flush_timeout", "napi_defer_hard_irqs")
+matches = default_matches
+
+
+def read(probe: HostProbe) -> dict[str, Any]:
+    return {nic_key(n, NAME, p): v for n, nic in probe.nics.items()
+            for p, v in nic.napi.items() if v is not None}
+
+
+def plan(ctx: HostContext) -> tuple[dict[str, Any], list[Note]]:
+    targets = {k: v for k, v in originals(ctx, "nic/").items() if split_key(k)[1] == NAME}
+    notes: list[Note] = []
+    for nic, s in ctx.settings.items():
+        if s.mode == "active_wait":
+            want = {"gro_flush_timeout": 0, "napi_defer_hard_irqs": 0}
+        elif s.mode == "passive_wait":
+            ns = round((s.poll_interval or 0.0) * 1e9)
+            want = {"gro_flush_timeout": ns, "napi_defer_hard_irqs": DEFER_HARD_IRQS}
+        else:
+            if s.mode == "watermark":
+                notes.append(ctx.note(nic, NAME, "not_expressible",
+                                      "kernel software moderation has no packet-count "
+                                      "watermark; gro_flush_timeout/napi_defer_hard_irqs kept "
+                                      "at their original values"))
+            continue
+        for param, value in want.items():
+            key = nic_key(nic, NAME, param)
+            if key not in ctx.original:
+                notes.append(ctx.note(nic, NAME, "unsupported",
+                                      f"/sys/class/net/{ctx.nic(nic).iface}/{param} is "
+                                      "missing (kernel too old?)"))
+                continue
+            targets[key] = value
+    return targets, notes
+
+
+def commands(ctx: HostContext, values: dict[str, Any]) -> list[str]:
+    out = []
+    for key, value in values.items():
+        nic, _, param = split_key(key)
+        path = f"/sys/class/net/{ctx.host.iface(nic)}/{param}"
+        out.append(f"echo {int(value)} > {shlex.quote(path)}")
+    return out

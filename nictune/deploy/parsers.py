@@ -1,0 +1,308 @@
+"""Parsers for what hosts print: `ethtool -i/-c/-g/-l/-k` (text of every ethtool
+generation, and `--json`), and `/proc/interrupts`.
+
+Unsupported capabilities are recognised by their error text ("Operation not supported",
+"netlink error: Operation not supported", the old ioctl wording split over two lines) and
+give `None`; a field printed as `n/a` is `None` (the NIC lacks that parameter). Text that
+is neither is a `ParseError` naming the command. Fixtures: ../shared/data/ethtool-samples.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from nictune.errors import InputError
+
+UNSUPPORTED = re.compile(r"Operation not supported|not supported|Not supported")
+
+
+class ParseError(InputError):
+    """Remote output that is neither a known format nor an unsupported-capability error."""
+
+
+def unsupported(text: str) -> bool:
+    """True when ethtool said the capability is absent."""
+    return bool(UNSUPPORTED.search(text))
+
+
+def _value(raw: str) -> int | bool | str | None:
+    """A field value: `n/a` -> None, on/off -> bool, leading integer -> int.
+
+    Only the first token counts, so annotations pasted after a value are ignored.
+    """
+    token = raw.strip().split()[0] if raw.strip() else ""
+    if token in ("", "n/a"):
+        return None
+    if token in ("on", "off"):
+        return token == "on"
+    if re.fullmatch(r"-?\d+", token):
+        return int(token)
+    return raw.strip()
+
+
+def _key(raw: str) -> str:
+    return re.sub(r"\s+", "-", raw.strip().lower())
+
+
+def parse_driver_info(text: str) -> dict[str, str]:
+    """`ethtool -i`: `driver`, `version`, `firmware-version`, `bus-info`, ..."""
+    if unsupported(text):
+        return {}
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip():
+            out[key.strip()] = value.strip()
+    if "driver" not in out:
+        raise ParseError(f"ethtool -i: no 'driver:' line in {text[:80]!r}")
+    return out
+
+
+def parse_coalesce(text: str) -> dict[str, int | bool | None] | None:
+    """`ethtool -c`: {'adaptive-rx': bool|None, 'rx-usecs': int|None, ...}; None if absent."""
+    if unsupported(text):
+        return None
+    out: dict[str, int | bool | None] = {}
+    for line in text.splitlines():
+        pair = re.match(r"^\s*(Adaptive|CQE mode)\s+RX:\s*(\S+)\s+TX:\s*(\S+)", line)
+        if pair:
+            prefix = "adaptive" if pair.group(1) == "Adaptive" else "cqe-mode"
+            out[f"{prefix}-rx"] = _bool(pair.group(2))
+            out[f"{prefix}-tx"] = _bool(pair.group(3))
+            continue
+        m = re.match(r"^\s*([a-z][a-z0-9-]*):\s*(\S*)", line)
+        if m and not line.startswith("Coalesce parameters"):
+            value = _value(m.group(2))
+            out[m.group(1)] = value if not isinstance(value, str) else None
+    if "rx-usecs" not in out:
+        raise ParseError(f"ethtool -c: no 'rx-usecs' in {text[:80]!r}")
+    return out
+
+
+def _bool(token: str) -> bool | None:
+    return None if token == "n/a" else token == "on"
+
+
+def _sections(text: str, what: str) -> dict[str, dict[str, int | bool | str | None]]:
+    """The 'Pre-set maximums' / 'Current hardware settings' blocks of -g and -l."""
+    out: dict[str, dict[str, int | bool | str | None]] = {}
+    section = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("Pre-set maximums"):
+            section = out.setdefault("max", {})
+        elif stripped.startswith("Current hardware settings"):
+            section = out.setdefault("current", {})
+        elif section is not None and ":" in stripped:
+            key, _, value = stripped.partition(":")
+            section[_key(key)] = _value(value)
+    if not out:
+        raise ParseError(f"ethtool {what}: no 'Pre-set maximums' or 'Current hardware "
+                         f"settings' in {text[:80]!r}")
+    out.setdefault("max", {})
+    out.setdefault("current", {})
+    return out
+
+
+def parse_ring(text: str) -> dict[str, dict[str, Any]] | None:
+    """`ethtool -g`: {'max': {'rx': 4096, ...}, 'current': {'rx': 256, ...}}; None if absent.
+
+    A partial paste (only the maximums) gives an empty 'current'.
+    """
+    return None if unsupported(text) else _sections(text, "-g")
+
+
+def parse_channels(text: str) -> dict[str, dict[str, Any]] | None:
+    """`ethtool -l`: {'max': {'rx', 'tx', 'other', 'combined'}, 'current': {...}}."""
+    return None if unsupported(text) else _sections(text, "-l")
+
+
+def parse_features(text: str) -> dict[str, dict[str, bool | None]] | None:
+    """`ethtool -k`: {name: {'active': bool, 'fixed': bool, 'requested': bool}}."""
+    if unsupported(text):
+        return None
+    out: dict[str, dict[str, bool | None]] = {}
+    for line in text.splitlines():
+        m = re.match(r"^\s*([a-z0-9][a-z0-9_-]*):\s*(on|off)\s*(\[(fixed|requested (on|off))\])?",
+                     line)
+        if not m:
+            continue
+        active = m.group(2) == "on"
+        requested = active if m.group(5) is None else m.group(5) == "on"
+        out[m.group(1)] = {"active": active, "fixed": m.group(4) == "fixed",
+                           "requested": requested}
+    if not out:
+        raise ParseError(f"ethtool -k: no features in {text[:80]!r}")
+    return out
+
+
+# ----------------------------------------------------------------------------- JSON
+
+
+def load_json(text: str) -> Any:
+    """`ethtool --json` output; a truncated document is repaired up to its last complete
+    member (pasted outputs are often cut), anything else is a ParseError."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    cuts = [i for i, ch in enumerate(text) if ch in "}]"]
+    for cut in reversed(cuts[-200:]):
+        prefix = text[:cut + 1]
+        closers = _closers(prefix)
+        if closers is None:
+            continue
+        try:
+            return json.loads(prefix + closers)
+        except ValueError:
+            continue
+    raise ParseError(f"ethtool --json: not JSON: {text[:80]!r}")
+
+
+def _closers(prefix: str) -> str | None:
+    """The brackets that close `prefix` (None if it is not a clean JSON prefix)."""
+    stack: list[str] = []
+    in_string = escape = False
+    for ch in prefix:
+        if in_string:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            stack.append("]" if ch == "[" else "}")
+        elif ch in "]}" and (not stack or stack.pop() != ch):
+            return None
+    return None if in_string or not stack else "".join(reversed(stack))
+
+
+def _json_object(text: str, what: str) -> dict[str, Any]:
+    doc = load_json(text)
+    if isinstance(doc, list) and doc and isinstance(doc[0], dict):
+        return doc[0]
+    if isinstance(doc, dict):
+        return doc
+    raise ParseError(f"ethtool --json {what}: expected a list with one object")
+
+
+def parse_json_features(text: str) -> dict[str, dict[str, bool | None]]:
+    """`ethtool --json -k`, same shape as `parse_features`."""
+    obj = _json_object(text, "-k")
+    out = {}
+    for name, value in obj.items():
+        if isinstance(value, dict) and "active" in value:
+            out[name] = {"active": bool(value["active"]), "fixed": bool(value.get("fixed")),
+                         "requested": value.get("requested")}
+    return out
+
+
+def parse_json_ring(text: str) -> dict[str, dict[str, Any]]:
+    """`ethtool --json -g`, same shape as `parse_ring` (keys `rx-max` -> max.rx)."""
+    return _json_sections(_json_object(text, "-g"))
+
+
+def parse_json_channels(text: str) -> dict[str, dict[str, Any]]:
+    """`ethtool --json -l` (keys omitted when unsupported)."""
+    return _json_sections(_json_object(text, "-l"))
+
+
+def _json_sections(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {"max": {}, "current": {}}
+    for key, value in obj.items():
+        if key == "ifname":
+            continue
+        if key.endswith("-max"):
+            out["max"][key[:-4]] = value
+        else:
+            out["current"][key] = value
+    return out
+
+
+def parse_json_coalesce(text: str) -> dict[str, int | bool | None]:
+    """`ethtool --json -c` (ethtool >= 6.2): keys as in `parse_coalesce`."""
+    obj = _json_object(text, "-c")
+    return {k.strip().rstrip(":").strip(): v for k, v in obj.items() if k != "ifname"}
+
+
+# ----------------------------------------------------------------------------- IRQs
+
+
+@dataclass(frozen=True)
+class IrqLine:
+    irq: int
+    counts: tuple[int, ...]
+    chip: str
+    name: str
+
+    @property
+    def actions(self) -> list[str]:
+        """Handler names (a shared line lists several: 'uhci_hcd:usb4, radeon')."""
+        return [a.strip() for a in self.name.split(",") if a.strip()]
+
+
+_TRIGGER = re.compile(r"-(edge|level|fasteoi|simple)$")
+
+
+def parse_interrupts(text: str) -> list[IrqLine]:
+    """Numbered lines of `/proc/interrupts` (with or without the CPU header line)."""
+    lines = text.splitlines()
+    ncpu = None
+    if lines and lines[0].split() and all(t.startswith("CPU") for t in lines[0].split()):
+        ncpu = len(lines[0].split())
+    out = []
+    for line in lines:
+        m = re.match(r"^\s*(\d+):(.*)$", line)
+        if not m:
+            continue
+        tokens = m.group(2).split()
+        counts: list[int] = []
+        while tokens and tokens[0].isdigit() and (ncpu is None or len(counts) < ncpu):
+            counts.append(int(tokens.pop(0)))
+        chip = tokens.pop(0) if tokens else ""
+        if tokens and not _TRIGGER.search(chip) and _TRIGGER.search(tokens[0]):
+            chip = f"{chip} {tokens.pop(0)}"
+        out.append(IrqLine(int(m.group(1)), tuple(counts), chip, " ".join(tokens)))
+    if not out and text.strip():
+        raise ParseError(f"/proc/interrupts: no IRQ lines in {text[:80]!r}")
+    return out
+
+
+def irqs_of(lines: list[IrqLine], iface: str, bus_info: str = "",
+            device: str = "") -> list[IrqLine]:
+    """The IRQ lines of interface `iface` by handler name.
+
+    Matches `iface` as a whole word (eth0, eth0-TxRx-0, i40e-eth0-TxRx-0, eth0-rx-1,
+    eth4[0]; never eth00), the PCI bus address (mlx5_comp0@pci:0000:01:00.0,
+    i40e-0000:01:00.0:misc) and the bus device name (virtio0-input.0). Prefer the
+    kernel's own list (/sys/class/net/IFACE/device/msi_irqs) when the host has it.
+    """
+    word = re.compile(rf"(^|[-:\s]){re.escape(iface)}($|[-\[@:\s])")
+    patterns = [word]
+    if bus_info:
+        patterns.append(re.compile(rf"(@pci:|^|[-\s]){re.escape(bus_info)}($|[:\s])"))
+    if device:
+        patterns.append(re.compile(rf"^{re.escape(device)}($|[-.])"))
+    return [x for x in lines if any(p.search(a) for a in x.actions for p in patterns)]
+
+
+def cpu_list(text: str) -> list[int]:
+    """`0-3,6` -> [0, 1, 2, 3, 6] (smp_affinity_list format)."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        cpus.extend(range(int(low), int(high or low) + 1))
+    return sorted(set(cpus))
+
+
+def hex_mask(text: str) -> int:
+    """`00000000,00000002` -> 2 (rps_cpus / smp_affinity format)."""
+    return int(text.strip().replace(",", "") or "0", 16)

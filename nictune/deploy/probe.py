@@ -1,0 +1,278 @@
+"""Read everything nictune may change on a host in one SSH round trip.
+
+One POSIX shell script prints tagged sections (`@@section name`); the parsers turn them
+into a `HostProbe`: per NIC the driver, link speed, coalescing/ring/feature/channel
+parameters (`ethtool --json` where this host's ethtool accepts it for that command, text
+otherwise), NAPI sysfs knobs, RPS masks, the NIC's IRQ lines and their affinity; per host
+whether irqbalance runs, the busy-poll sysctls, PF_RING presence and module parameters,
+and the interface that carries our SSH session.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shlex
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from nictune.deploy import parsers
+from nictune.deploy.inventory import HostInventory
+from nictune.deploy.transport import Connection, HostError
+
+PFRING_CONF = "/etc/pf_ring/pf_ring.conf"
+CAPTURE_DIR = "/etc/nictune/capture"
+SYSCTLS = ("busy_read", "busy_poll")
+ETHTOOL_COMMANDS = ("c", "g", "l", "k")
+
+
+def capture_profile_path(host: HostInventory, iface: str) -> str:
+    """Where the capture profile of `iface` lives on `host` (the validation agent reads it)."""
+    return host.remote_path(f"{CAPTURE_DIR}/{iface}.json")
+
+
+@dataclass
+class NicProbe:
+    nic: str
+    iface: str
+    exists: bool = True
+    driver: str = ""
+    driver_version: str = ""
+    bus_info: str = ""
+    speed_mbps: int | None = None
+    coalesce: dict[str, Any] | None = None
+    ring: dict[str, dict[str, Any]] | None = None
+    channels: dict[str, dict[str, Any]] | None = None
+    features: dict[str, dict[str, Any]] | None = None
+    formats: dict[str, str] = field(default_factory=dict)  # ethtool cmd -> json|text
+    errors: dict[str, str] = field(default_factory=dict)  # ethtool cmd -> error text
+    napi: dict[str, int | None] = field(default_factory=dict)
+    rps_cpus: dict[str, int] = field(default_factory=dict)  # rx queue -> CPU mask
+    irqs: dict[int, str] = field(default_factory=dict)  # IRQ -> handler name
+    irq_affinity: dict[int, str] = field(default_factory=dict)  # IRQ -> smp_affinity_list
+    capture_profile: str | None = None  # text of the capture profile file
+
+
+@dataclass
+class HostProbe:
+    host: str
+    kernel: str = ""
+    cpus: int = 1
+    ethtool_version: str = ""
+    irqbalance: bool = False
+    ssh_iface: str = ""
+    sysctls: dict[str, int | None] = field(default_factory=dict)
+    pfring_loaded: bool = False
+    pfring_params: dict[str, str] = field(default_factory=dict)
+    pfring_conf: str | None = None
+    nics: dict[str, NicProbe] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _script(host: HostInventory) -> str:
+    q = shlex.quote
+    lines = [
+        "export LC_ALL=C",
+        "echo '@@section host'",
+        'echo "kernel=$(uname -r)"',
+        'echo "cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc)"',
+        'echo "ethtool=$(ethtool --version 2>/dev/null | head -n1)"',
+        'if pgrep -x irqbalance >/dev/null 2>&1; then echo irqbalance=yes; '
+        'else echo irqbalance=no; fi',
+        'echo "ssh=${NICTUNE_SSH:-${SSH_CONNECTION:-}}"',
+        'if [ -d /proc/net/pf_ring ] || [ -d /sys/module/pf_ring ]; then '
+        'echo pfring=yes; else echo pfring=no; fi',
+    ]
+    for name in SYSCTLS:
+        path = f"/proc/sys/net/core/{name}"
+        lines.append(f'if [ -r {path} ]; then echo "sysctl.{name}=$(cat {path})"; '
+                     f'else echo "sysctl.{name}="; fi')
+    lines += [
+        "echo '@@section pfring_params'",
+        "for f in /sys/module/pf_ring/parameters/*; do [ -r \"$f\" ] && "
+        "echo \"${f##*/}=$(cat \"$f\")\"; done 2>/dev/null",
+        "echo '@@section pfring_conf'",
+        _cat(host.remote_path(PFRING_CONF)),
+        "echo '@@section addresses'",
+        "ip -o addr show 2>/dev/null",
+        "echo '@@section interrupts'",
+        "cat /proc/interrupts",
+        "echo '@@section affinity'",
+        "for d in /proc/irq/[0-9]*; do echo \"${d##*/} $(cat $d/smp_affinity_list "
+        "2>/dev/null)\"; done",
+    ]
+    for nic, iface in host.nics.items():
+        i, sysfs = q(iface), f"/sys/class/net/{iface}"
+        lines += [
+            f"echo {q('@@section nic ' + nic)}",
+            f"if [ -e {q(sysfs)} ]; then echo exists=yes; else echo exists=no; fi",
+            f'echo "speed=$(cat {q(sysfs + "/speed")} 2>/dev/null)"',
+            f'echo "gro_flush_timeout=$(cat {q(sysfs + "/gro_flush_timeout")} 2>/dev/null)"',
+            f'echo "napi_defer_hard_irqs=$(cat {q(sysfs + "/napi_defer_hard_irqs")} '
+            '2>/dev/null)"',
+            f'echo "device=$(basename \\"$(readlink -f {q(sysfs + "/device")} 2>/dev/null)\\"'
+            ' 2>/dev/null)"',
+            f'echo "msi_irqs=$(ls {q(sysfs + "/device/msi_irqs")} 2>/dev/null | tr "\\n" " ")"',
+            f"for f in {q(sysfs)}/queues/rx-*/rps_cpus; do [ -r \"$f\" ] && "
+            "echo \"rps.$(basename $(dirname $f))=$(cat $f)\"; done 2>/dev/null",
+            f"echo {q('@@section ethtool-i ' + nic)}",
+            f"ethtool -i {i} 2>&1",
+        ]
+        for cmd in ETHTOOL_COMMANDS:
+            lines += [
+                f"out=$(ethtool --json -{cmd} {i} 2>&1)",
+                "case \"$out\" in *'bad command line'*|*'unrecognized option'*) "
+                f"echo {q('@@section text-' + cmd + ' ' + nic)}; ethtool -{cmd} {i} 2>&1;; "
+                f"*) echo {q('@@section json-' + cmd + ' ' + nic)}; "
+                "printf '%s\\n' \"$out\";; esac",
+            ]
+        lines += [f"echo {q('@@section capture ' + nic)}",
+                  _cat(host.remote_path(f"{CAPTURE_DIR}/{iface}.json"))]
+    return "\n".join(lines) + "\n"
+
+
+def _cat(path: str) -> str:
+    """Print a file, or a marker line when it does not exist."""
+    q = shlex.quote(path)
+    return f"if [ -e {q} ]; then cat {q}; else echo '@@missing'; fi"
+
+
+def _split(text: str) -> list[tuple[str, str, str]]:
+    """[(section, name, body)] from the script's output."""
+    out: list[tuple[str, str, list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith("@@section "):
+            parts = line.split(" ", 2)
+            out.append((parts[1], parts[2] if len(parts) > 2 else "", []))
+        elif out:
+            out[-1][2].append(line)
+    return [(s, n, "\n".join(b) + ("\n" if b else "")) for s, n, b in out]
+
+
+def _kv(body: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in body.splitlines() if "=" in line)
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(str(text).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def _file(body: str) -> str | None:
+    return None if body.strip() == "@@missing" else body
+
+
+def _ssh_iface(ssh: str, addresses: str) -> str:
+    """The interface holding the server address of $SSH_CONNECTION."""
+    parts = ssh.split()
+    if len(parts) < 3:
+        return ""
+    try:
+        server = ipaddress.ip_address(parts[2].split("%")[0])
+    except ValueError:
+        return ""
+    for line in addresses.splitlines():
+        tokens = line.split()
+        if len(tokens) >= 4 and tokens[2] in ("inet", "inet6"):
+            try:
+                if ipaddress.ip_interface(tokens[3]).ip == server:
+                    return tokens[1].split("@")[0]
+            except ValueError:
+                continue
+    return ""
+
+
+def parse_probe(host: HostInventory, text: str) -> HostProbe:
+    """A HostProbe from the probe script's output."""
+    probe = HostProbe(host.name)
+    irq_lines: list[parsers.IrqLine] = []
+    affinity: dict[int, str] = {}
+    addresses = ""
+    extra: dict[str, dict[str, str]] = {}
+    for section, name, body in _split(text):
+        nic = probe.nics.get(name)
+        if section == "host":
+            kv = _kv(body)
+            probe.kernel, probe.ethtool_version = kv.get("kernel", ""), kv.get("ethtool", "")
+            probe.cpus = _int(kv.get("cpus")) or 1
+            probe.irqbalance = kv.get("irqbalance") == "yes"
+            probe.pfring_loaded = kv.get("pfring") == "yes"
+            probe.sysctls = {s: _int(kv.get(f"sysctl.{s}")) for s in SYSCTLS}
+            extra["ssh"] = {"ssh": kv.get("ssh", "")}
+        elif section == "pfring_params":
+            probe.pfring_params = _kv(body)
+        elif section == "pfring_conf":
+            probe.pfring_conf = _file(body)
+        elif section == "addresses":
+            addresses = body
+        elif section == "interrupts":
+            irq_lines = parsers.parse_interrupts(body)
+        elif section == "affinity":
+            for line in body.splitlines():
+                irq, _, cpus = line.partition(" ")
+                if irq.isdigit():
+                    affinity[int(irq)] = cpus.strip()
+        elif section == "nic":
+            kv = _kv(body)
+            nic = NicProbe(name, host.nics[name], exists=kv.get("exists") == "yes")
+            nic.speed_mbps = _int(kv.get("speed"))
+            if nic.speed_mbps is not None and nic.speed_mbps < 0:
+                nic.speed_mbps = None
+            nic.napi = {k: _int(kv.get(k)) for k in ("gro_flush_timeout",
+                                                      "napi_defer_hard_irqs")}
+            nic.rps_cpus = {k[4:]: parsers.hex_mask(v) for k, v in kv.items()
+                            if k.startswith("rps.") and v.strip()}
+            extra[name] = {"device": kv.get("device", ""), "msi": kv.get("msi_irqs", "")}
+            probe.nics[name] = nic
+        elif nic is not None and nic.exists:
+            _nic_section(nic, section, body)
+    probe.ssh_iface = _ssh_iface(extra.get("ssh", {}).get("ssh", ""), addresses)
+    for name, nic in probe.nics.items():
+        msi = [int(x) for x in extra[name]["msi"].split() if x.isdigit()]
+        names = {x.irq: x.name for x in irq_lines}
+        if msi:
+            nic.irqs = {irq: names.get(irq, "") for irq in msi}
+        elif nic.exists:
+            device = extra[name]["device"]
+            found = parsers.irqs_of(irq_lines, nic.iface, nic.bus_info,
+                                    "" if device in ("", "device", ".") else device)
+            nic.irqs = {x.irq: x.name for x in found}
+        nic.irq_affinity = {irq: affinity.get(irq, "") for irq in nic.irqs}
+    return probe
+
+
+def _nic_section(nic: NicProbe, section: str, body: str) -> None:
+    if section == "ethtool-i":
+        info = parsers.parse_driver_info(body)
+        nic.driver, nic.driver_version = info.get("driver", ""), info.get("version", "")
+        nic.bus_info = info.get("bus-info", "")
+        return
+    if section == "capture":
+        nic.capture_profile = _file(body)
+        return
+    fmt, _, cmd = section.partition("-")
+    if fmt not in ("json", "text") or cmd not in ETHTOOL_COMMANDS:
+        return
+    nic.formats[cmd] = fmt
+    if parsers.unsupported(body) or (fmt == "json" and body.lstrip()[:1] not in "[{"):
+        nic.errors[cmd] = body.strip()[:200]
+        return
+    target = {"c": "coalesce", "g": "ring", "l": "channels", "k": "features"}[cmd]
+    parse = {
+        ("text", "c"): parsers.parse_coalesce, ("json", "c"): parsers.parse_json_coalesce,
+        ("text", "g"): parsers.parse_ring, ("json", "g"): parsers.parse_json_ring,
+        ("text", "l"): parsers.parse_channels, ("json", "l"): parsers.parse_json_channels,
+        ("text", "k"): parsers.parse_features, ("json", "k"): parsers.parse_json_features,
+    }[(fmt, cmd)]
+    setattr(nic, target, parse(body))
+
+
+def probe_host(conn: Connection) -> HostProbe:
+    """Probe the host behind an open connection (one round trip)."""
+    res = conn.run(_script(conn.host), timeout=max(conn.command_timeout, 30.0))
+    if "@@section host" not in res.stdout:
+        raise HostError(conn.host.name, f"probe failed: {res.error_line()}")
+    return parse_probe(conn.host, res.stdout)

@@ -1,0 +1,454 @@
+"""Per-host transaction: snapshot -> apply -> verify, or restore in reverse and verify.
+
+A host ends every deploy either fully applied and verified by read-back, or restored to
+its pre-deploy state and verified — never half-configured:
+
+1. probe the host; save the ORIGINAL snapshot locally (STATE/snapshots/HOST.json) before
+   the first change — a later deploy only adds knobs it did not know, so `rollback`
+   always returns to the pre-nictune state;
+2. plan every backend's targets; the diff against the current values is the change set
+   (empty: nothing is touched, so re-deploying a plan changes nothing);
+3. write a restore script (the before-values, backends in reverse order) to the host and
+   arm an on-host timer (`setsid sh -c 'sleep S; ...'`) that runs it unless disarmed in
+   time: a dropped SSH session or a change that cuts the management link undoes itself;
+4. apply backend by backend (audit log line per knob), probe again and compare;
+5. on any failure run the restore script over SSH (or, if the session is gone, leave it to
+   the timer), probe again and verify every knob is back;
+6. disarm the timer — or, with `confirm_timeout`, leave it armed until `confirm_host`.
+
+`apply_host` / `restore_host` / `confirm_host` are the function API (validation switches
+a host between arms with `apply_host`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import shlex
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nictune.deploy.backends import HostContext, Note, backends, split_key
+from nictune.deploy.inventory import HostInventory
+from nictune.deploy.probe import HostProbe, probe_host
+from nictune.deploy.transport import Connection, HostError
+from nictune.model import NicSetting
+
+SNAPSHOT_FORMAT = 1
+GUARD_TIMEOUT = 60.0  # s the on-host timer waits before restoring an unfinished deploy
+STATE_DIR = "/var/lib/nictune"
+
+
+class ApplyFailed(Exception):
+    """A knob could not be set or did not read back as planned."""
+
+
+@dataclass(frozen=True)
+class Change:
+    knob: str
+    backend: str
+    before: Any
+    after: Any
+
+    def to_json(self) -> dict[str, Any]:
+        return {"knob": self.knob, "backend": self.backend, "before": self.before,
+                "after": self.after}
+
+
+@dataclass
+class HostResult:
+    """What happened on one host. `ok` is false for failed, restored and refused."""
+
+    host: str
+    status: str  # applied|unchanged|dry-run|pending-confirm|confirmed|rolled-back|
+    #              no-snapshot|refused|restored|failed
+    ok: bool
+    changes: list[Change] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    error: str = ""
+    restore_verified: bool | None = None
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "status": self.status, "ok": self.ok, "error": self.error,
+                "restore_verified": self.restore_verified, "seconds": round(self.seconds, 3),
+                "changes": [c.to_json() for c in self.changes],
+                "notes": [n.to_json() for n in self.notes]}
+
+
+# ----------------------------------------------------------------------------- local state
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
+class AuditLog:
+    """Append-only JSON lines: time, host, knob, before, after, action, ok."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def write(self, host: str, knob: str, before: Any, after: Any, action: str,
+              ok: bool = True, detail: str = "") -> None:
+        record = {"time": _now(), "host": host, "knob": knob, "before": before,
+                  "after": after, "action": action, "ok": ok}
+        if detail:
+            record["detail"] = detail
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as fh:
+                fh.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def snapshot_path(state_dir: Path, host: str) -> Path:
+    return state_dir / "snapshots" / f"{host}.json"
+
+
+def load_snapshot(state_dir: Path, host: str) -> dict[str, Any] | None:
+    path = snapshot_path(state_dir, host)
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except ValueError as exc:
+        raise HostError(host, f"snapshot {path} is corrupt ({exc}); refusing to touch the "
+                              "host") from None
+    return doc.get("knobs", {})
+
+
+def ensure_snapshot(state_dir: Path, host: HostInventory, current: dict[str, Any]) -> \
+        dict[str, Any]:
+    """The original knob values; the first deploy saves them, later ones only add knobs
+    the snapshot lacks (their current value is still the pre-nictune one)."""
+    knobs = load_snapshot(state_dir, host.name)
+    if knobs is not None and all(k in knobs for k in current):
+        return knobs
+    merged = {**current, **(knobs or {})}
+    doc = {"nictune_snapshot": SNAPSHOT_FORMAT, "host": host.name, "address": host.address,
+           "taken": _now(), "knobs": merged}
+    _atomic_write(snapshot_path(state_dir, host.name), json.dumps(doc, indent=1,
+                                                                  sort_keys=True) + "\n")
+    return merged
+
+
+def archive_snapshot(state_dir: Path, host: str) -> None:
+    path = snapshot_path(state_dir, host)
+    if path.exists():
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S%f")
+        path.replace(path.with_name(f"{host}.rolled-back-{stamp}.json"))
+
+
+# ----------------------------------------------------------------------------- on-host timer
+
+
+class Watchdog:
+    """The on-host timer that runs the restore script unless disarmed in time.
+
+    State files in ROOT/var/lib/nictune: `armed` while waiting; the timer and `disarm`
+    race with `mv armed ...` so exactly one of them wins.
+    """
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+        self.dir = conn.host.remote_path(STATE_DIR)
+
+    def state(self) -> str:
+        """`armed`, `fired` (restored since we last looked; acknowledged now) or `none`."""
+        d = shlex.quote(self.dir)
+        res = self.conn.run(f"d={d}; if [ -e \"$d/armed\" ]; then echo armed; "
+                            f"elif [ -e \"$d/fired\" ]; then mv -f \"$d/fired\" \"$d/seen\"; "
+                            "echo fired $(cat \"$d/restore.rc\" 2>/dev/null); "
+                            "else echo none; fi", check=True)
+        return res.stdout.split()[0] if res.stdout.split() else "none"
+
+    def arm(self, restore: list[str], seconds: float) -> None:
+        script = "#!/bin/sh\n# nictune: restore the pre-deploy values\nrc=0\n" + "".join(
+            f"{cmd} || rc=1\n" for cmd in restore) + "exit $rc\n"
+        self.conn.write_file(f"{self.dir}/restore.sh", script, mode="0700")
+        d = shlex.quote(self.dir)
+        timer = ('sleep "$1"; if mv "$0/armed" "$0/fired" 2>/dev/null; then '
+                 'sh "$0/restore.sh" > "$0/restore.log" 2>&1; echo $? > "$0/restore.rc"; fi')
+        res = self.conn.run(
+            f"d={d}; rm -f \"$d/fired\" \"$d/disarmed\" \"$d/restore.rc\"; "
+            f"date +%s > \"$d/armed\" && "
+            f"setsid sh -c {shlex.quote(timer)} \"$d\" {max(1, round(seconds))} "
+            "</dev/null >/dev/null 2>&1 & echo $! > \"$d/watchdog.pid\"; echo armed")
+        if "armed" not in res.stdout:
+            raise HostError(self.conn.host.name, f"cannot arm the restore timer: "
+                                                 f"{res.error_line()}")
+
+    def disarm(self) -> str:
+        """`disarmed` (we won), `fired` (the timer restored first) or `none`."""
+        d = shlex.quote(self.dir)
+        res = self.conn.run(
+            f"d={d}; if mv \"$d/armed\" \"$d/disarmed\" 2>/dev/null; then "
+            "p=$(cat \"$d/watchdog.pid\" 2>/dev/null); "
+            "if [ -n \"$p\" ]; then pkill -P \"$p\" 2>/dev/null; kill \"$p\" 2>/dev/null; fi; "
+            "echo disarmed; elif [ -e \"$d/fired\" ]; then echo fired; else echo none; fi",
+            check=True)
+        return res.stdout.strip() or "none"
+
+    def restore_now(self) -> bool:
+        """Run the restore script over SSH (the failure path); True when every command
+        succeeded."""
+        return self.conn.run(f"sh {shlex.quote(self.dir + '/restore.sh')}").ok
+
+
+# ----------------------------------------------------------------------------- planning
+
+
+def read_knobs(probe: HostProbe) -> dict[str, Any]:
+    """Every knob value the backends manage on this host."""
+    out: dict[str, Any] = {}
+    for b in backends():
+        out.update(b.read(probe))
+    return out
+
+
+def plan_changes(ctx: HostContext, current: dict[str, Any],
+                 targets: dict[str, Any] | None = None) -> tuple[list[Change], list[Note]]:
+    """The change set in apply order (backends' targets, or the given `targets`)."""
+    changes: list[Change] = []
+    notes: list[Note] = []
+    for b in backends():
+        if targets is None:
+            wanted, found = b.plan(ctx)
+            notes.extend(found)
+        else:
+            wanted = {k: v for k, v in targets.items() if split_key(k)[1] in _names(b)}
+        for knob, after in wanted.items():
+            if knob not in current:
+                continue  # the knob vanished (an IRQ line gone): nothing to set
+            if not b.matches(knob, after, current[knob]):
+                changes.append(Change(knob, b.NAME, current[knob], after))
+    return changes, notes
+
+
+def _names(backend: Any) -> tuple[str, ...]:
+    return (backend.NAME, getattr(backend, "RPS", backend.NAME))
+
+
+def _backend(name: str) -> Any:
+    for b in backends():
+        if name in _names(b):
+            return b
+    raise KeyError(name)
+
+
+def _mgmt_refusal(ctx: HostContext, changes: list[Change]) -> str:
+    ssh = ctx.probe.ssh_iface
+    for c in changes:
+        nic = split_key(c.knob)[0]
+        if nic and getattr(_backend(c.backend), "MGMT_GUARDED", False) and \
+                ctx.host.nics.get(nic) == ssh:
+            return (f"{c.backend} change on {ssh} ({c.knob}: {c.before} -> {c.after}) would "
+                    "touch the interface carrying the SSH session; pass --allow-mgmt-iface")
+    return ""
+
+
+# ----------------------------------------------------------------------------- transaction
+
+
+@dataclass
+class Options:
+    dry_run: bool = False
+    allow_mgmt_iface: bool = False
+    confirm_timeout: float | None = None
+    guard_timeout: float = GUARD_TIMEOUT
+    trust_on_first_use: bool = False
+
+
+def _audit(host: HostInventory) -> AuditLog:
+    return AuditLog(host.state_dir / "audit.jsonl")
+
+
+def _verify(conn: Connection, changes: list[Change], field_: str) -> list[str]:
+    got = read_knobs(probe_host(conn))
+    bad = []
+    for c in changes:
+        want = getattr(c, field_)
+        if not _backend(c.backend).matches(c.knob, want, got.get(c.knob)):
+            bad.append(f"{c.knob}: wanted {want!r}, reads {got.get(c.knob)!r}")
+    return bad
+
+
+def _transact(conn: Connection, ctx: HostContext, changes: list[Change], notes: list[Note],
+              opts: Options, action: str, started: float) -> HostResult:
+    host = ctx.host
+    result = HostResult(host.name, "applied", True, changes, notes)
+    refusal = _mgmt_refusal(ctx, changes)
+    if refusal:
+        result.status, result.ok, result.error = "refused", False, refusal
+    elif opts.dry_run:
+        result.status = "dry-run"
+    elif not changes:
+        result.status = "unchanged"
+    else:
+        _run_changes(conn, ctx, changes, opts, action, result)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _run_changes(conn: Connection, ctx: HostContext, changes: list[Change], opts: Options,
+                 action: str, result: HostResult) -> None:
+    host, audit, wd = ctx.host, _audit(ctx.host), Watchdog(conn)
+    order = [b for b in backends() if any(c.backend in _names(b) for c in changes)]
+
+    def values(b: Any, which: str) -> dict[str, Any]:
+        return {c.knob: getattr(c, which) for c in changes if c.backend in _names(b)}
+
+    restore = [cmd for b in reversed(order) for cmd in b.commands(ctx, values(b, "before"))]
+    seconds = opts.confirm_timeout or opts.guard_timeout
+    wd.arm(restore, seconds)
+    try:
+        for b in order:
+            for cmd in b.commands(ctx, values(b, "after")):
+                res = conn.run(cmd)
+                if not res.ok:
+                    raise ApplyFailed(f"{b.NAME}: {cmd[:160]!r} failed: {res.error_line()}")
+            for c in changes:
+                if c.backend in _names(b):
+                    audit.write(host.name, c.knob, c.before, c.after, action)
+        bad = _verify(conn, changes, "after")
+        if bad:
+            raise ApplyFailed("read-back differs: " + "; ".join(bad[:3]))
+    except ApplyFailed as exc:
+        _restore_after_failure(conn, wd, changes, result, str(exc), audit)
+        return
+    except HostError as exc:
+        _recover_lost_session(conn, ctx, changes, result, str(exc), seconds, opts)
+        return
+    if opts.confirm_timeout:
+        result.status = "pending-confirm"
+        return
+    if wd.disarm() == "fired":
+        result.status, result.ok = "restored", False
+        result.error = "the on-host timer fired before it was disarmed (raise --guard-timeout)"
+
+
+def _restore_after_failure(conn: Connection, wd: Watchdog, changes: list[Change],
+                           result: HostResult, error: str, audit: AuditLog) -> None:
+    result.status, result.ok, result.error = "restored", False, error
+    wd.restore_now()
+    wd.disarm()
+    bad = _verify(conn, changes, "before")
+    result.restore_verified = not bad
+    if bad:
+        result.status = "failed"
+        result.error += "; RESTORE INCOMPLETE: " + "; ".join(bad[:3])
+    for c in changes:
+        audit.write(result.host, c.knob, c.after, c.before, "restore", not bad)
+
+
+def _recover_lost_session(conn: Connection, ctx: HostContext, changes: list[Change],
+                          result: HostResult, error: str, seconds: float,
+                          opts: Options) -> None:
+    """The session broke mid-apply: try once to reconnect and restore; else the on-host
+    timer restores the host within `seconds`."""
+    result.status, result.ok = "failed", False
+    result.error = (f"{error}; the on-host timer restores the pre-deploy state within "
+                    f"{seconds:g} s")
+    try:
+        with Connection(ctx.host, trust_on_first_use=opts.trust_on_first_use,
+                        connect_timeout=3.0) as again:
+            _restore_after_failure(again, Watchdog(again), changes, result,
+                                   f"{error} (reconnected and restored)", _audit(ctx.host))
+    except HostError:
+        pass
+
+
+def apply_host(conn: Connection, host: HostInventory, settings: dict[str, NicSetting],
+               opts: Options | None = None) -> HostResult:
+    """Bring `host` to the given settings ({NIC id: NicSetting}) — transactionally."""
+    opts, started = opts or Options(), time.monotonic()
+    for nic in settings:
+        host.iface(nic)  # unknown NIC ids are refused before anything runs
+    if not opts.dry_run:
+        pending = _check_watchdog(conn)
+        if pending:
+            return HostResult(host.name, "refused", False, error=pending,
+                              seconds=time.monotonic() - started)
+    probe = probe_host(conn)
+    gone = [f"{n} ({probe.nics[n].iface})" for n in settings if not probe.nics[n].exists]
+    if gone:
+        return HostResult(host.name, "failed", False, error=f"no such interface: "
+                          f"{', '.join(gone)}", seconds=time.monotonic() - started)
+    current = read_knobs(probe)
+    original = (load_snapshot(host.state_dir, host.name) or current) if opts.dry_run else \
+        ensure_snapshot(host.state_dir, host, current)
+    ctx = HostContext(host, probe, original, dict(settings))
+    changes, notes = plan_changes(ctx, current)
+    return _transact(conn, ctx, changes, notes, opts, "apply", started)
+
+
+def _check_watchdog(conn: Connection) -> str:
+    """Refusal text when an unconfirmed deploy is pending; records a timer that fired."""
+    state = Watchdog(conn).state()
+    if state == "fired":
+        _audit(conn.host).write(conn.host.name, "*", None, None, "timer-restore",
+                                detail="the on-host timer restored the pre-deploy state")
+    if state == "armed":
+        return ("an earlier deploy awaits confirmation on this host; run `nictune deploy "
+                "--confirm` or wait for its timer to restore the host")
+    return ""
+
+
+def restore_host(conn: Connection, host: HostInventory, opts: Options | None = None) -> \
+        HostResult:
+    """Return `host` to its original snapshot (rollback) and archive the snapshot."""
+    opts, started = opts or Options(), time.monotonic()
+    original = load_snapshot(host.state_dir, host.name)
+    if original is None:
+        return HostResult(host.name, "no-snapshot", True,
+                          error="no snapshot: nictune never changed this host",
+                          seconds=time.monotonic() - started)
+    if not opts.dry_run and Watchdog(conn).state() == "armed":
+        Watchdog(conn).disarm()  # a rollback supersedes an unconfirmed deploy
+    probe = probe_host(conn)
+    current = read_knobs(probe)
+    ctx = HostContext(host, probe, original, {})
+    changes, notes = plan_changes(ctx, current, targets=original)
+    missing = sorted(set(original) - set(current))
+    if missing:
+        notes.append(Note(host.name, "", "rollback", "warning",
+                          f"{len(missing)} snapshot knobs no longer exist (e.g. {missing[0]})"))
+    opts = Options(dry_run=opts.dry_run, allow_mgmt_iface=True,
+                   guard_timeout=opts.guard_timeout,
+                   trust_on_first_use=opts.trust_on_first_use)
+    result = _transact(conn, ctx, changes, notes, opts, "rollback", started)
+    if result.ok and not opts.dry_run:
+        result.status = "rolled-back"
+        archive_snapshot(host.state_dir, host.name)
+    return result
+
+
+def confirm_host(conn: Connection, host: HostInventory) -> HostResult:
+    """Disarm the timer of a `--confirm-timeout` deploy: the change stays."""
+    started = time.monotonic()
+    state = Watchdog(conn).disarm()
+    seconds = time.monotonic() - started
+    if state == "disarmed":
+        _audit(host).write(host.name, "*", None, None, "confirm")
+        return HostResult(host.name, "confirmed", True, seconds=seconds)
+    if state == "fired":
+        return HostResult(host.name, "restored", False, seconds=seconds,
+                          error="too late: the timer already restored the pre-deploy state")
+    return HostResult(host.name, "unchanged", True, seconds=seconds,
+                      error="nothing awaited confirmation")
