@@ -1,0 +1,43 @@
+"""Seeded packet arrival times (docs/model.md, "Arrivals").
+
+Every engine draws the arrivals of the k-th transmission of a config from
+`numpy.random.default_rng([seed, k])`, so a transmission's arrivals do not depend on which
+other transmissions are simulated with it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nictune.model import WIRE_OVERHEAD_BYTES, Nic, Transmission
+
+
+def link_packet_rate(t: Transmission, nic: Nic) -> float:
+    """Packets/s the NIC's link carries at `t`'s packet size (frames cost 20 wire bytes)."""
+    return nic.link / (8.0 * (t.packet_size + WIRE_OVERHEAD_BYTES))
+
+
+def arrival_times(t: Transmission, nic: Nic, seed: int, k: int, count: int | None = None
+                  ) -> np.ndarray:
+    """Arrival times (s, ascending) of the first `count` packets (default: all) of `t`.
+
+    cbr: start + i/λ. poisson: exponential gaps of mean 1/λ from `start`. onoff: bursts of
+    `onoff_on` s every `onoff_on + onoff_off` s, packets evenly spaced inside a burst at the
+    peak rate λ·(on+off)/on capped at the link's packet rate.
+    """
+    n = t.packets if count is None else min(count, t.packets)
+    lam = t.rate
+    if t.arrival == "cbr":
+        return t.start + np.arange(n, dtype=np.float64) / lam
+    if t.arrival == "poisson":
+        rng = np.random.default_rng([seed, k])
+        return t.start + np.cumsum(rng.exponential(1.0 / lam, n))
+    if t.arrival == "onoff":
+        on, off = t.onoff_on, t.onoff_off
+        peak = min(lam * (on + off) / on, link_packet_rate(t, nic))
+        per_burst = max(1, math.ceil(on * peak - 1e-9))
+        i = np.arange(n, dtype=np.int64)
+        return t.start + (i // per_burst) * (on + off) + (i % per_burst) / peak
+    raise ValueError(f"unknown arrival process {t.arrival!r}")
