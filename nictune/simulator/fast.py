@@ -127,6 +127,8 @@ class _Share:
     """What a transmission gets from its core (arrays (P, T))."""
 
     rho_o: np.ndarray  # the others' load on the core, averaged over t's arrivals
+    wait_w: np.ndarray  # s of the others' packet work a packet of t waits for (round-robin)
+    high_o: np.ndarray  # the others' interrupt load
     high: np.ndarray  # interrupt load on the core (own included), averaged likewise
     r: np.ndarray  # packets/s t gets when the core saturates (inf: it keeps up)
     delivered: np.ndarray  # shared hosts: fluid packets delivered (NaN: use the closed form)
@@ -134,32 +136,38 @@ class _Share:
 
 
 def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray,
-                cap_q: np.ndarray) -> _Share:
+                soft_load: np.ndarray, cap_q: np.ndarray) -> _Share:
     """Share each core between the transmissions whose `irq_core` it is.
 
     A transmission alone on its host gets 1 − its own interrupt load. On a shared host the
     time axis is cut where arrivals start or end; in each phase the core serves interrupts
     first and shares the rest round-robin per packet (water-filling: r solves
     Σ_j min(λ_j, r)·w_j = 1 − H), and a fluid queue per transmission (capacity `cap_q`)
-    carries backlog and drops from phase to phase.
+    carries backlog and drops from phase to phase. H counts active_wait's interrupts
+    (`irq_load`); the batched modes' wake-ups (`soft_load`) slow the others down but vanish
+    when the core saturates (a consumer that never empties its ring is never woken).
     """
     shape = w.shape
     cpu = np.clip(1.0 - irq_load, 0.0, None)
     r = np.where(wl.local[None, :] * w > cpu, cpu / w, np.inf)
-    share = _Share(rho_o=np.zeros(shape), high=irq_load.copy(), r=r,
+    share = _Share(rho_o=np.zeros(shape), wait_w=np.zeros(shape), high_o=np.zeros(shape),
+                   high=irq_load.copy(), r=r,
                    delivered=np.full(shape, np.nan), q_end=np.zeros(shape))
     for cols in wl.groups:
-        _share_host(wl, b, w, irq_load, cap_q, cols, share)
+        _share_host(wl, b, w, irq_load, soft_load, cap_q, cols, share)
     return share
 
 
 def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray,
-                cap_q: np.ndarray, cols: np.ndarray, out: _Share) -> None:
+                soft_load: np.ndarray, cap_q: np.ndarray, cols: np.ndarray, out: _Share
+                ) -> None:
     """The phases of one shared host (columns `cols`), written into `out`."""
     lam = wl.rate[cols]
     wj = w[:, cols]
-    irq = irq_load[:, cols] * (lam / np.maximum(wl.local[cols], _TINY))
-    own = lam * wj + irq
+    avg = lam / np.maximum(wl.local[cols], _TINY)
+    irq = irq_load[:, cols] * avg
+    soft = irq + soft_load[:, cols] * avg
+    own = lam * wj + soft
     cap = cap_q[:, cols]
     same = (b.irq_core[:, cols, None] == b.irq_core[:, None, cols]).astype(float)
     start = wl.start[cols]
@@ -167,6 +175,9 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     edges = np.unique(np.concatenate([start, end]))
     rho = np.zeros(wj.shape)
     high = np.zeros(wj.shape)
+    wait_w = np.zeros(wj.shape)
+    high_o = np.zeros(wj.shape)
+    busy_w = np.clip(lam * wj, 0.0, 1.0) * wj  # each other drainer is busy with prob ≈ λw
     q = np.zeros(wj.shape)
     done = np.zeros(wj.shape)
     inflow = wl.n[cols] / np.maximum(wl.span[cols], _TINY)  # n packets over the span
@@ -180,6 +191,8 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
         rk = _waterfill(m, lam, wj, np.clip(1.0 - h, 0.0, None))
         rho += act * (np.einsum("pij,pj->pi", m, own) - own) * length
         high += act * h * length
+        high_o += act * (np.einsum("pij,pj->pi", m, soft) - soft) * length
+        wait_w += act * (np.einsum("pij,pj->pi", m, busy_w) - busy_w) * length
         avail = q + act * inflow * length
         taken = np.minimum(avail, rk * length)
         q = avail - taken
@@ -187,6 +200,8 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
         done += taken
     span = np.maximum(wl.span[cols], _TINY)
     out.rho_o[:, cols] = rho / span
+    out.wait_w[:, cols] = wait_w / span
+    out.high_o[:, cols] = high_o / span
     out.high[:, cols] = np.where(wl.span[cols] > 0, high / span, out.high[:, cols])
     out.delivered[:, cols] = np.where(wl.span[cols] > 0, done + q, np.nan)
     out.q_end[:, cols] = q
@@ -257,10 +272,15 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     wm = np.where(wat, np.maximum(b.watermark, 1.0), 1.0)
     tau = np.where(wat, b.watermark_timeout, 0.0)
     n_wake = _packets_at_wake(lam, wm, tau, poisson)
-    irq_rate = np.select([act, pas, wat], [lam, 1.0 / period, lam / (n_wake + lam * ti)], 0.0)
+    # interrupt rate while arriving, as if alone on the core: batched modes pay Ti once per
+    # cycle (k timer periods; n_w + what arrives during the drain), so they self-regulate
+    free = np.clip(1.0 - lam * w, 1e-6, None)
+    k_alone = np.maximum(1.0, np.ceil(ti / (period * free) - 1e-9))
+    per_wake = n_wake + lam * (ti + n_wake * w) / free
+    soft_rate = np.select([pas, wat], [1.0 / (k_alone * period), lam / per_wake], 0.0)
     cap_q = np.where(act, wl.backlog[None, :], b.ring_slots)
-    share = _core_share(wl, b, w, irq_rate * ti, cap_q)
-    ws = w / np.clip(1.0 - share.rho_o, 0.05, None)
+    share = _core_share(wl, b, w, np.where(act, lam * ti, 0.0), soft_rate * ti, cap_q)
+    ws = w / np.clip(1.0 - share.rho_o, 0.02, None)
     cx = _Ctx(wl=wl, lam=lam, n=n, span=wl.span[None, :], ti=ti, ws=ws, ring=b.ring_slots,
               poisson=poisson, onoff=(wl.arrival == ONOFF)[None, :])
     parts = [(act, _active(cx, share.high)), (pas, _passive(cx, period)),
@@ -269,7 +289,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     for key in _Mode.__dataclass_fields__:
         res[key] = np.select([m for m, _ in parts],
                              [np.broadcast_to(getattr(r, key), mode.shape) for _, r in parts])
-    _saturate(cx, res, pas | wat, share, cap_q, w)
+    _saturate(cx, res, act, pas | wat, share, cap_q, w)
     stranded = res["stranded"]
     dropped = np.clip(n - res["delivered"] - stranded, 0.0, None)
     delivered = n - dropped - stranded
@@ -324,33 +344,54 @@ def _busy_poll(cx: _Ctx) -> _Mode:
 
 
 def _passive(cx: _Ctx, period: np.ndarray) -> _Mode:
-    """Timer ticks every T; a cycle is k periods, k = ⌈Ti / (T·(1 − λw))⌉."""
+    """Timer ticks every T; a tick that finds the consumer idle wakes it.
+
+    The cycle is iterated as a map on the ring's content q at the start of a drain: the
+    drain lasts d = q·w / (1 − λw), the next tick that comes after it is k periods after the
+    last (k = ⌈(Ti + d) / T⌉), and what arrives from the drain's end to that tick + Ti refills
+    the ring, capped at R (Poisson: E[min(X, R)]). For λw > ½ the map's fixed point is
+    unstable and it settles on a cycle; the statistics are averaged over its last steps.
+    """
     lam, ti, ws, ring = cx.lam, cx.ti, cx.ws, cx.ring
     free = np.clip(1.0 - lam * ws, 1e-6, None)
-    k = np.maximum(1.0, np.ceil(ti / (period * free) - 1e-9))
-    fill = lam * k * period
-    # what one wake-up drains: the ring's content (≤ R) and what arrives while draining
-    taken = np.where(cx.poisson, fill - _poisson_excess(fill, ring), np.minimum(fill, ring))
-    per_cycle = np.minimum(taken / free, fill)
-    busy = ti + per_cycle * ws
-    k = np.maximum(k, np.ceil(busy / period - 1e-9))
-    cycle = k * period
-    fill = lam * cycle
-    per_cycle = np.minimum(per_cycle, fill)
+    shape = np.broadcast_shapes(lam.shape, ws.shape, period.shape, ring.shape)
+    q = np.minimum(ring, 1.0 + lam * (period + ti))  # the first tick
+    stats = np.zeros((4, *shape))  # cycle s, packets taken, arrivals, empty wake-ups
+    steps, keep = 24, 12
+    k_idle = np.maximum(1.0, np.ceil(ti / period - 1e-9))
+    for i in range(steps):
+        d = q * ws / free
+        k = np.maximum(1.0, np.ceil((ti + d) / period - 1e-9))
+        # Poisson: q is random; k is ⌈Ti/T⌉ when the ring was empty, else ⌈(Ti + d₊)/T⌉
+        p0 = np.exp(-q)
+        d_pos = q / np.maximum(1.0 - p0, 1e-12) * ws / free
+        k_pos = np.maximum(1.0, np.ceil((ti + d_pos) / period - 1e-9))
+        k = np.where(cx.poisson, p0 * k_idle + (1.0 - p0) * k_pos, k)
+        x = np.clip(lam * (k * period - d), 0.0, None)
+        q_new = np.where(cx.poisson, x - _poisson_excess(x, ring), np.minimum(x, ring))
+        if i >= steps - keep:
+            stats += (k * period, q + lam * d, x + lam * d, np.where(
+                cx.poisson, np.exp(-x), np.clip(1.0 - x, 0.0, 1.0)))
+        q = q_new
+    cycle, taken, arrived, p_empty = stats / keep
+    # λw ≥ 1: the consumer never empties its ring while packets arrive (one wake-up)
+    cycle = np.minimum(cycle, np.maximum(cx.span, period))
     # ticks while packets arrive, plus (onoff) the idle ticks in the gaps, plus the last one
     idle_k = np.maximum(1.0, np.ceil(ti / period - 1e-9))
     gaps = np.where(cx.onoff, (cx.wl.bursts[None, :] - 1) * np.clip(
         cx.wl.off[None, :] - cycle, 0.0, None), 0.0)
-    ticks_on = (cx.span - gaps) / cycle
     ticks_gap = gaps / (idle_k * period)
-    window = np.clip(cycle - busy, 0.0, None)
-    p_empty = np.where(cx.poisson, np.exp(-lam * window), np.clip(1.0 - lam * window, 0.0, 1.0))
+    ticks = np.where(cx.poisson | cx.onoff, (cx.span - gaps) / cycle + 0.5,
+                     np.ceil(cx.span / cycle - 1e-9))
     resid = np.where(cx.poisson | cx.onoff, cycle / 2.0,
                      np.ceil(cx.span / cycle - 1e-9) * cycle - cx.span)
-    last_n = np.clip(lam * np.minimum(cycle, window + resid), 1.0, ring)
-    delivered = cx.n * np.clip(per_cycle / np.maximum(fill, _TINY), 0.0, 1.0)
+    resid = np.where(cycle >= cx.span, 0.0, resid)
+    per_cycle = taken
+    last_n = np.clip(lam * np.minimum(cycle, resid + ti), 1.0, ring)
+    delivered = cx.n * np.clip(taken / np.maximum(arrived, _TINY), 0.0, 1.0)
     zero = np.zeros_like(delivered)
-    return _Mode(interrupts=ticks_on + ticks_gap + 1.0, empty=ticks_on * p_empty + ticks_gap,
+    return _Mode(interrupts=np.maximum(1.0, ticks + ticks_gap),
+                 empty=np.clip(ticks - 1.0, 0.0, None) * p_empty + ticks_gap,
                  delivered=delivered, stranded=zero,
                  duration=cx.span + resid + ti + last_n * ws,
                  lat_mean=cycle / 2.0 + ti + per_cycle * ws / 2.0,
@@ -404,8 +445,8 @@ def _watermark(cx: _Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray) ->
                  lat_mean=fill / 2.0 + ti + c * ws / 2.0, lat_p99=0.99 * fill + ti + c * ws)
 
 
-def _saturate(cx: _Ctx, res: dict[str, np.ndarray], batched: np.ndarray, share: _Share,
-              cap: np.ndarray, w: np.ndarray) -> None:
+def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.ndarray,
+              share: _Share, cap: np.ndarray, w: np.ndarray) -> None:
     """Where the core cannot keep up, the consumer gets r packets/s and its queue overflows.
 
     Alone on a host, per burst (cbr/poisson: one burst) the queue (backlog B in active_wait,
@@ -426,13 +467,16 @@ def _saturate(cx: _Ctx, res: dict[str, np.ndarray], batched: np.ndarray, share: 
     last = np.minimum(last_n, r * last_on + cap)
     delivered = (bursts - 1.0) * mid + last
     q_end = np.clip(last - r * last_on, 0.0, None)
+    # active_wait past λ·Ti = 1: the ring holds what the handlers could not take yet
+    q_irq = np.where(act & (share.high > 1.0), np.clip(
+        res["interrupts"] - n / np.maximum(share.high, 1.0), 0.0, cx.ring), 0.0)
     fluid = np.isfinite(share.delivered)
     delivered = np.where(fluid, share.delivered, delivered)
     q_end = np.where(fluid, share.q_end, q_end)
     lat = np.minimum(cap, np.where(fluid, q_end, q)) / np.maximum(r, _TINY) + cx.ti + w
     upd = {
-        "delivered": np.minimum(res["delivered"], delivered),
-        "duration": cx.span + cx.ti + q_end * w,
+        "delivered": delivered,
+        "duration": cx.span + cx.ti + q_end * w + q_irq * cx.ti,
         "lat_mean": lat,
         "lat_p99": lat * 1.02,
         "stranded": np.zeros_like(r),

@@ -1,0 +1,163 @@
+"""Fast vs DES: random cases and the relative errors between the two engines.
+
+`random_cases(count, seed)` draws small configs across modes, parameters, packet sizes,
+loads (up to overload and receive livelock) and shared hosts (several NICs, some on one
+core, a tight memory bus); `compare(case)` runs both engines on one case and returns one
+row of errors per transmission. `benchmarks/fidelity.py` and the fidelity test use these.
+
+Errors: throughput, interrupts and CPU busy time are relative to the DES value
+(|fast − des| / max(|des|, floor)); drops are compared as a share of the packets offered
+(|Δdrops| / offered), because "0 vs 3 drops of 20 000" is agreement, not a 100 % error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nictune.model import MODES, PLACEMENTS, Config, NicSetting, parse_config
+from nictune.simulator.metrics import Metrics
+
+METRICS = ("throughput", "interrupts", "cpu", "drops")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One config plus a setting for each of its transmissions."""
+
+    name: str
+    kind: str  # "single" or "shared"
+    raw: dict[str, Any]
+    settings: dict[str, dict[str, Any]]  # transmission id -> setting in config form
+
+    def config(self) -> Config:
+        return parse_config(self.raw, source=self.name)
+
+    def nic_settings(self, config: Config) -> dict[str, NicSetting]:
+        from nictune.model import parse_setting
+
+        out = {}
+        for t in config.transmissions:
+            nic = config.nic_of(t)
+            out[t.id] = parse_setting(self.settings[t.id], nic, config.hosts[nic.host],
+                                      self.name, f"settings.{t.id}")
+        return out
+
+
+def _logu(rng: np.random.Generator, low: float, high: float) -> float:
+    return float(math.exp(rng.uniform(math.log(low), math.log(high))))
+
+
+def _setting(rng: np.random.Generator, mode: str, ring: int, rate: float, cores: int
+             ) -> dict[str, Any]:
+    s: dict[str, Any] = {"mode": mode, "ring_slots": ring,
+                         "irq_core": int(rng.integers(0, cores)),
+                         "placement": PLACEMENTS[int(rng.integers(0, len(PLACEMENTS)))]}
+    if mode == "passive_wait":
+        # between ~0.3 and ~300 packets per tick, not below 2 µs
+        s["poll_interval"] = max(2e-6, _logu(rng, 0.3, 300.0) / rate)
+    if mode == "watermark":
+        s["watermark"] = max(1, min(ring // 2, round(_logu(rng, 1.0, ring / 2))))
+        s["watermark_timeout"] = 0.0 if rng.random() < 0.35 else _logu(rng, 0.5, 500) / rate
+    return s
+
+
+def _costs(rng: np.random.Generator) -> dict[str, float]:
+    return {"irq": _logu(rng, 1e-6, 10e-6), "per_packet": _logu(rng, 0.2e-6, 1.2e-6),
+            "per_byte": _logu(rng, 0.05e-9, 0.5e-9), "poll_check": 0.05e-6}
+
+
+def _work(costs: dict[str, float], size: int) -> float:
+    return costs["per_packet"] + size * costs["per_byte"]
+
+
+def _transmission(rng: np.random.Generator, tid: str, nic: str, costs: dict[str, float],
+                  mode: str, packets: int, load: float) -> dict[str, Any]:
+    size = int(rng.choice([64, 128, 256, 512, 1000, 1500, 4000, 9000]))
+    per = _work(costs, size) + (costs["irq"] if mode == "active_wait" else 0.0)
+    rate = load / per
+    arrival = str(rng.choice(["cbr", "poisson", "onoff"], p=[0.4, 0.45, 0.15]))
+    t = {"id": tid, "nic": nic, "size": packets * size, "packet_size": size,
+         "rate": rate, "arrival": arrival}
+    if arrival == "onoff":
+        on = _logu(rng, 200.0, 5000.0) / rate
+        t["onoff"] = {"on": on, "off": on * float(rng.uniform(0.2, 1.0))}
+        t["rate"] = rate * 0.5  # the burst rate is rate·(on+off)/on ≈ 1.2–2× this
+    return t
+
+
+def random_cases(count: int, seed: int = 0, packets: int = 20_000,
+                 shared_share: float = 0.2) -> list[Case]:
+    """`count` cases; about `shared_share` of them put 2–4 NICs on one host."""
+    rng = np.random.default_rng([seed, 31337])
+    cases = []
+    for i in range(count):
+        costs = _costs(rng)
+        shared = rng.random() < shared_share
+        n_nics = int(rng.integers(2, 5)) if shared else 1
+        cores = int(rng.integers(1, 3)) if shared else 2
+        host: dict[str, Any] = {"cores": cores, "costs": costs}
+        if shared and rng.random() < 0.4:
+            host["memory"] = {"bandwidth": _logu(rng, 0.5e9, 5e9), "traffic_per_byte": 3}
+        raw: dict[str, Any] = {"hosts": {"h": host}, "nics": {}, "transmissions": []}
+        settings = {}
+        for j in range(n_nics):
+            mode = MODES[int(rng.integers(0, len(MODES)))]
+            # load of this transmission alone on its core: mostly below 1, some overload
+            load = _logu(rng, 0.05, 0.9) if rng.random() < 0.75 else _logu(rng, 0.9, 2.0)
+            if shared:
+                load /= n_nics / 1.5
+            n = packets if not shared else int(packets / n_nics * rng.uniform(0.6, 1.4))
+            t = _transmission(rng, f"t{j}", f"n{j}", costs, mode, n, load)
+            raw["nics"][f"n{j}"] = {"host": "h", "link": "100Gbit/s", "max_ring_slots": 32768,
+                                    "min_ring_slots": 16}
+            raw["transmissions"].append(t)
+            ring = int(rng.choice([64, 256, 1024, 4096, 16384]))
+            settings[t["id"]] = _setting(rng, mode, ring, t["rate"], cores)
+        cases.append(Case(name=f"case-{i}", kind="shared" if shared else "single", raw=raw,
+                          settings=settings))
+    return cases
+
+
+def _rel(fast: float, des: float, floor: float) -> float:
+    return abs(fast - des) / max(abs(des), floor)
+
+
+def errors(fast: Metrics, des: Metrics) -> dict[str, float]:
+    """Relative errors of one transmission (see the module docstring)."""
+    return {
+        "throughput": _rel(fast.throughput_bps, des.throughput_bps, 1.0),
+        "interrupts": _rel(fast.interrupts, des.interrupts, 1.0),
+        "cpu": _rel(fast.cpu_busy_s, des.cpu_busy_s, 1e-9),
+        "drops": abs(fast.packets_dropped - des.packets_dropped) / max(des.packets_offered, 1),
+    }
+
+
+def compare(case: Case, seed: int = 0) -> list[dict[str, Any]]:
+    """Run both engines on `case`; one row per transmission with both results and errors."""
+    from nictune.simulator import simulate
+
+    config = case.config()
+    settings = case.nic_settings(config)
+    des = simulate(config, settings, engine="des", seed=seed, exact=True)
+    fast = simulate(config, settings, engine="fast", seed=seed)
+    rows = []
+    for d, f in zip(des, fast, strict=True):
+        rows.append({"case": case.name, "kind": case.kind, "transmission": d.transmission,
+                     "setting": d.setting.describe(), "arrival": config.transmission(
+                         d.transmission).arrival, "des": d.to_json(), "fast": f.to_json(),
+                     "errors": errors(f, d)})
+    return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Median, p95 and max of each error over all rows."""
+    out = {}
+    for key in METRICS:
+        v = np.array([r["errors"][key] for r in rows])
+        out[key] = {"median": float(np.median(v)), "p95": float(np.percentile(v, 95)),
+                    "max": float(v.max())}
+    return out
