@@ -4,16 +4,15 @@ One generation: binary tournaments on (domination, crowding), simulated binary c
 and polynomial mutation on genes in [0, 1], plus one composite per preference built from
 the per-host archives (`archive.py`); the offspring are evaluated in ONE engine call and
 `tools.selNSGA2` keeps the best of parents and offspring. Generation 0 is the default
-setting plus uniform random individuals. Everything random comes from `random` (DEAP's
-operators) and one NumPy generator, both seeded and both saved in the checkpoint, so a
-resumed run continues exactly as an uninterrupted one.
+setting plus uniform random individuals. Everything random comes from one seeded NumPy
+generator whose state the checkpoint saves, so a resumed run continues exactly as an
+uninterrupted one (`variation.py` says why not the global `random`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -38,6 +37,7 @@ from nictune.optimizer.objectives import (
     violations,
 )
 from nictune.optimizer.parallel import Map, serial_map, simulate_task
+from nictune.optimizer.variation import crossover, mutate, tournament
 from nictune.simulator.fast import METRIC_KEYS, SettingBatch, evaluate_batch
 from nictune.simulator.metrics import Metrics
 
@@ -78,7 +78,6 @@ class State:
     crowding: list[float]
     archives: list[HostArchive]
     logbook: list[dict[str, float]] = field(default_factory=list)
-    random_state: Any = None
     numpy_state: dict[str, Any] = field(default_factory=dict)
 
 
@@ -177,7 +176,6 @@ class Search:
     def start(self) -> None:
         """Generation 0: the defaults plus uniform random individuals."""
         o = self.options
-        random.seed(o.seed)
         rng = np.random.default_rng(o.seed)
         self.state = State(options=o, config_hash=self.config.digest, generation=0,
                            evaluations=0, population=[], fitness=[], crowding=[],
@@ -199,7 +197,7 @@ class Search:
         rng.bit_generator.state = self.state.numpy_state
         while self.state.generation < self.options.generations:
             t0 = time.perf_counter()
-            pop = tools.selNSGA2(pop + self._evaluated(self._offspring(pop)),
+            pop = tools.selNSGA2(pop + self._evaluated(self._offspring(pop, rng)),
                                  self.options.population)
             self.state.generation += 1
             self._record(pop, rng)
@@ -213,15 +211,13 @@ class Search:
         self.save()
         return self.state
 
-    def _offspring(self, pop: list[Any]) -> list[list[float]]:
+    def _offspring(self, pop: list[Any], rng: np.random.Generator) -> list[list[float]]:
         n = self.options.population
-        kids = [list(_tournament(pop)) for _ in range(n)]
-        for a, b in zip(kids[::2], kids[1::2], strict=False):
-            if random.random() < CXPB:
-                tools.cxSimulatedBinaryBounded(a, b, eta=ETA_CX, low=0.0, up=1.0)
-        indpb = 1.0 / GENES_PER_NIC
-        for kid in kids:
-            tools.mutPolynomialBounded(kid, eta=ETA_MUT, low=0.0, up=1.0, indpb=indpb)
+        genes = np.array(pop, dtype=float)[tournament(pop, n, rng)]
+        half = n // 2
+        a, b = crossover(genes[:half], genes[half:2 * half], ETA_CX, CXPB, rng)
+        kids = mutate(np.concatenate([a, b, genes[2 * half:]]), ETA_MUT, 1.0 / GENES_PER_NIC,
+                      rng).tolist()
         composites = [self.composite(p) for p in PREFERENCES][:max(0, n - 1)]
         return kids[:n - len(composites)] + composites
 
@@ -248,7 +244,6 @@ class Search:
         s.population = [list(map(float, ind)) for ind in pop]
         s.fitness = [tuple(ind.fitness.values) for ind in pop]
         s.crowding = [float(getattr(ind.fitness, "crowding_dist", 0.0)) for ind in pop]
-        s.random_state = random.getstate()
         s.numpy_state = rng.bit_generator.state
         values = np.array(s.fitness)
         feasible = values[values[:, 0] > -1.0]
@@ -275,7 +270,6 @@ class Search:
             ind.fitness.values = fit
             ind.fitness.crowding_dist = dist
             pop.append(ind)
-        random.setstate(self.state.random_state)
         return pop
 
     # ------------------------------------------------------------------ checkpoints
@@ -291,7 +285,6 @@ class Search:
             "population": s.population, "fitness": [list(f) for f in s.fitness],
             "crowding": [_finite(c) for c in s.crowding],
             "archives": [a.to_json() for a in s.archives], "logbook": s.logbook,
-            "random_state": [s.random_state[0], list(s.random_state[1]), s.random_state[2]],
             "numpy_state": s.numpy_state,
         }
         self.out.mkdir(parents=True, exist_ok=True)
@@ -310,18 +303,6 @@ def _finite(x: float) -> float | str:
     return "inf" if x == float("inf") else x
 
 
-def _tournament(pop: list[Any]) -> Any:
-    """Binary tournament of NSGA-II: domination, then crowding distance, then a coin."""
-    a, b = random.sample(pop, 2)
-    if a.fitness.dominates(b.fitness):
-        return a
-    if b.fitness.dominates(a.fitness):
-        return b
-    if a.fitness.crowding_dist != b.fitness.crowding_dist:
-        return a if a.fitness.crowding_dist > b.fitness.crowding_dist else b
-    return a if random.random() <= 0.5 else b
-
-
 def load_checkpoint(directory: str | Path) -> State:
     """Read `DIR/checkpoint.json`; a missing or damaged one is an `InputError`."""
     path = Path(directory) / CHECKPOINT
@@ -336,14 +317,12 @@ def load_checkpoint(directory: str | Path) -> State:
         raise InputError(f"{path}: not a nictune checkpoint (nictune_checkpoint: "
                          f"{CHECKPOINT_FORMAT} expected)")
     try:
-        version, internal, gauss = raw["random_state"]
         return State(
             options=Options(**raw["options"]), config_hash=raw["config_hash"],
             generation=int(raw["generation"]), evaluations=int(raw["evaluations"]),
             population=raw["population"], fitness=[tuple(f) for f in raw["fitness"]],
             crowding=[float(c) for c in raw["crowding"]],
             archives=[HostArchive.from_json(a) for a in raw["archives"]],
-            logbook=raw["logbook"], random_state=(version, tuple(internal), gauss),
-            numpy_state=raw["numpy_state"])
+            logbook=raw["logbook"], numpy_state=raw["numpy_state"])
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{path}: damaged checkpoint: {exc!r}") from None

@@ -1,0 +1,126 @@
+"""`nictune optimize` end to end: files, plan loads, JSON, bad options, Dask, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nictune.cli import main
+from nictune.plan import load_plan
+
+FAST = ["--population", "8", "--generations", "3"]
+
+
+def test_optimizer_cli_writes_every_output_and_a_loadable_plan(
+        small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    assert main(["optimize", str(small_config), "--out", str(out), *FAST, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    for name in ("plan.yaml", "pareto.csv", "logbook.csv", "convergence.png", "pareto.png",
+                 "summary.md", "checkpoint.json"):
+        assert (out / name).stat().st_size > 0, name
+    plan = load_plan(out / "plan.yaml")
+    assert [e.id for e in plan.entries] == ["a", "b", "c", "d"]
+    assert plan.meta["engine"] == "fast" and plan.meta["verify"] == "des"
+    assert set(plan.meta["versions"]) == {"nictune", "deap", "numpy", "simpy"}
+    assert plan.meta["evaluations"] == 8 * 4 == doc["evaluations"]
+    assert plan.entry("c").setting == plan.nic_settings()[("shared", "s1")]
+    assert plan.entry("a").predicted["optimized"]["engine"] == "des"
+    assert plan.entry("a").predicted["fast_optimized"]["engine"] == "fast"
+    assert doc["plan"] == str(out / "plan.yaml") and doc["wall_s"] > 0
+    first = doc["transmissions"][0]
+    assert set(first) >= {"id", "setting", "default", "optimized"}
+    assert first["default"]["throughput_bps"] > 0 and "latency_p99_s" in first["optimized"]
+    assert "PREDICTED" in (out / "summary.md").read_text()
+
+
+def test_optimizer_cli_prints_the_table_without_json(
+        small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["optimize", str(small_config), "--out", str(tmp_path / "r"), *FAST,
+                 "--verify", "none", "--prefer", "balanced"]) == 0
+    text = capsys.readouterr()
+    assert "| transmission | size | packet size | default throughput" in text.out
+    assert "PREDICTED" in text.out and "gen    3/3" in text.err
+    assert load_plan(tmp_path / "r" / "plan.yaml").meta["prefer"] == "balanced"
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--population", "0"], "--population: must be at least 4, got 0"),
+    (["--prefer", "x"], "invalid choice: 'x'"),
+    (["--engine", "gpu"], "invalid choice: 'gpu'"),
+    (["--generations", "two"], "expected a whole number, got 'two'"),
+])
+def test_optimizer_cli_bad_options_exit_2(small_config: Path, extra: list[str], message: str,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["optimize", str(small_config), *extra])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_optimizer_cli_bad_inputs_exit_2(small_config: Path, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["optimize", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["optimize", str(small_config), "--resume", str(empty)]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+    out = tmp_path / "r"
+    assert main(["optimize", str(small_config), "--out", str(out), *FAST, "--verify",
+                 "none"]) == 0
+    capsys.readouterr()
+    assert main(["optimize", str(small_config), "--resume", str(out), "--seed", "5"]) == 2
+    assert "--seed 5 differs from the checkpoint" in capsys.readouterr().err
+    (out / "checkpoint.json").write_text("{not json")
+    assert main(["optimize", str(small_config), "--resume", str(out)]) == 2
+    assert "damaged checkpoint" in capsys.readouterr().err
+
+
+def _settings(plan_path: Path) -> list[tuple[dict, dict]]:
+    doc = yaml.safe_load(plan_path.read_text())
+    return [(t["setting"], t["predicted"]["optimized"]) for t in doc["transmissions"]]
+
+
+def test_optimizer_dask_local_cluster_equals_a_local_run(small_config: Path,
+                                                        tmp_path: Path) -> None:
+    """DES-evaluated search on a 2-worker LocalCluster gives the local run's plan."""
+    args = ["optimize", str(small_config), "--engine", "des", "--population", "8",
+            "--generations", "2", "--seed", "3", "--json"]
+    assert main([*args, "--out", str(tmp_path / "local")]) == 0
+    assert main([*args, "--out", str(tmp_path / "dask"), "--dask", "local"]) == 0
+    assert _settings(tmp_path / "local" / "plan.yaml") == _settings(
+        tmp_path / "dask" / "plan.yaml")
+    a = json.loads((tmp_path / "local" / "checkpoint.json").read_text())
+    b = json.loads((tmp_path / "dask" / "checkpoint.json").read_text())
+    assert a["population"] == b["population"] and a["archives"] == b["archives"]
+
+
+def test_optimizer_ctrl_c_exits_130_and_keeps_the_checkpoint(small_config: Path,
+                                                            tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nictune", "optimize", str(small_config), "--out", str(out),
+         "--population", "16", "--generations", "100000", "--checkpoint-every", "1",
+         "--verify", "none"], stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.monotonic() + 60
+    while not (out / "checkpoint.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err[-500:]
+    assert "interrupted at generation" in err and f"--resume {out}" in err
+    assert "Traceback" not in err
+    saved = json.loads((out / "checkpoint.json").read_text())
+    assert saved["generation"] >= 1
+    assert not (out / "plan.yaml").exists()
