@@ -21,6 +21,7 @@ from nictune.deploy.transport import Connection, HostError
 
 PFRING_CONF = "/etc/pf_ring/pf_ring.conf"
 CAPTURE_DIR = "/etc/nictune/capture"
+STATE_DIR = "/var/lib/nictune"  # on the host: restore script and timer state
 SYSCTLS = ("busy_read", "busy_poll")
 ETHTOOL_COMMANDS = ("c", "g", "l", "k")
 
@@ -64,6 +65,7 @@ class HostProbe:
     pfring_loaded: bool = False
     pfring_params: dict[str, str] = field(default_factory=dict)
     pfring_conf: str | None = None
+    timer: str = "none"  # the on-host restore timer: armed | fired | none
     nics: dict[str, NicProbe] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -99,8 +101,10 @@ def _script(host: HostInventory) -> str:
         "echo '@@section interrupts'",
         "cat /proc/interrupts",
         "echo '@@section affinity'",
-        "for d in /proc/irq/[0-9]*; do echo \"${d##*/} $(cat $d/smp_affinity_list "
-        "2>/dev/null)\"; done",
+        "grep -H . /proc/irq/[0-9]*/smp_affinity_list 2>/dev/null",
+        "echo '@@section timer'",
+        f"d={q(host.remote_path(STATE_DIR))}; if [ -e \"$d/armed\" ]; then echo armed; "
+        "elif [ -e \"$d/fired\" ]; then echo fired; else echo none; fi",
     ]
     for nic, iface in host.nics.items():
         i, sysfs = q(iface), f"/sys/class/net/{iface}"
@@ -211,10 +215,13 @@ def parse_probe(host: HostInventory, text: str) -> HostProbe:
         elif section == "interrupts":
             irq_lines = parsers.parse_interrupts(body)
         elif section == "affinity":
-            for line in body.splitlines():
-                irq, _, cpus = line.partition(" ")
+            for line in body.splitlines():  # /proc/irq/N/smp_affinity_list:CPUS
+                path, _, cpus = line.partition(":")
+                irq = path.split("/")[3] if path.count("/") >= 4 else ""
                 if irq.isdigit():
                     affinity[int(irq)] = cpus.strip()
+        elif section == "timer":
+            probe.timer = body.strip() or "none"
         elif section == "nic":
             kv = _kv(body)
             nic = NicProbe(name, host.nics[name], exists=kv.get("exists") == "yes")

@@ -34,13 +34,12 @@ from typing import Any
 
 from nictune.deploy.backends import HostContext, Note, backends, split_key
 from nictune.deploy.inventory import HostInventory
-from nictune.deploy.probe import HostProbe, probe_host
+from nictune.deploy.probe import STATE_DIR, HostProbe, probe_host
 from nictune.deploy.transport import Connection, HostError
 from nictune.model import NicSetting
 
 SNAPSHOT_FORMAT = 1
 GUARD_TIMEOUT = 60.0  # s the on-host timer waits before restoring an unfinished deploy
-STATE_DIR = "/var/lib/nictune"
 
 
 class ApplyFailed(Exception):
@@ -169,27 +168,28 @@ class Watchdog:
         self.conn = conn
         self.dir = conn.host.remote_path(STATE_DIR)
 
-    def state(self) -> str:
-        """`armed`, `fired` (restored since we last looked; acknowledged now) or `none`."""
+    def acknowledge(self) -> str:
+        """Mark a fired timer as seen; returns the restore script's exit code ('' if none)."""
         d = shlex.quote(self.dir)
-        res = self.conn.run(f"d={d}; if [ -e \"$d/armed\" ]; then echo armed; "
-                            f"elif [ -e \"$d/fired\" ]; then mv -f \"$d/fired\" \"$d/seen\"; "
-                            "echo fired $(cat \"$d/restore.rc\" 2>/dev/null); "
-                            "else echo none; fi", check=True)
-        return res.stdout.split()[0] if res.stdout.split() else "none"
+        res = self.conn.run(f"d={d}; if [ -e \"$d/fired\" ]; then mv -f \"$d/fired\" "
+                            "\"$d/seen\"; cat \"$d/restore.rc\" 2>/dev/null; fi")
+        return res.stdout.strip()
 
     def arm(self, restore: list[str], seconds: float) -> None:
+        """Upload the restore script and start the timer (one round trip)."""
         script = "#!/bin/sh\n# nictune: restore the pre-deploy values\nrc=0\n" + "".join(
             f"{cmd} || rc=1\n" for cmd in restore) + "exit $rc\n"
-        self.conn.write_file(f"{self.dir}/restore.sh", script, mode="0700")
         d = shlex.quote(self.dir)
         timer = ('sleep "$1"; if mv "$0/armed" "$0/fired" 2>/dev/null; then '
                  'sh "$0/restore.sh" > "$0/restore.log" 2>&1; echo $? > "$0/restore.rc"; fi')
         res = self.conn.run(
-            f"d={d}; rm -f \"$d/fired\" \"$d/disarmed\" \"$d/restore.rc\"; "
+            f"d={d}; mkdir -p \"$d\" && cat > \"$d/restore.sh.tmp\" && "
+            "mv -f \"$d/restore.sh.tmp\" \"$d/restore.sh\" || exit 1; "
+            "rm -f \"$d/fired\" \"$d/disarmed\" \"$d/restore.rc\"; "
             f"date +%s > \"$d/armed\" && "
             f"setsid sh -c {shlex.quote(timer)} \"$d\" {max(1, round(seconds))} "
-            "</dev/null >/dev/null 2>&1 & echo $! > \"$d/watchdog.pid\"; echo armed")
+            "</dev/null >/dev/null 2>&1 & echo $! > \"$d/watchdog.pid\"; echo armed",
+            stdin=script.encode())
         if "armed" not in res.stdout:
             raise HostError(self.conn.host.name, f"cannot arm the restore timer: "
                                                  f"{res.error_line()}")
@@ -317,15 +317,16 @@ def _run_changes(conn: Connection, ctx: HostContext, changes: list[Change], opts
     restore = [cmd for b in reversed(order) for cmd in b.commands(ctx, values(b, "before"))]
     seconds = opts.confirm_timeout or opts.guard_timeout
     wd.arm(restore, seconds)
+    steps = [(b, cmd) for b in order for cmd in b.commands(ctx, values(b, "after"))]
     try:
-        for b in order:
-            for cmd in b.commands(ctx, values(b, "after")):
-                res = conn.run(cmd)
-                if not res.ok:
-                    raise ApplyFailed(f"{b.NAME}: {cmd[:160]!r} failed: {res.error_line()}")
-            for c in changes:
-                if c.backend in _names(b):
-                    audit.write(host.name, c.knob, c.before, c.after, action)
+        done, error = _run_steps(conn, [cmd for _, cmd in steps])
+        finished = {b.NAME for b in order} - {b.NAME for b, _ in steps[done:]}
+        for c in changes:
+            if _backend(c.backend).NAME in finished:
+                audit.write(host.name, c.knob, c.before, c.after, action)
+        if error:
+            b, cmd = steps[done]
+            raise ApplyFailed(f"{b.NAME}: {cmd[:160]!r} failed: {error}")
         bad = _verify(conn, changes, "after")
         if bad:
             raise ApplyFailed("read-back differs: " + "; ".join(bad[:3]))
@@ -341,6 +342,21 @@ def _run_changes(conn: Connection, ctx: HostContext, changes: list[Change], opts
     if wd.disarm() == "fired":
         result.status, result.ok = "restored", False
         result.error = "the on-host timer fired before it was disarmed (raise --guard-timeout)"
+
+
+def _run_steps(conn: Connection, commands: list[str]) -> tuple[int, str]:
+    """Run commands in order in one round trip, stopping at the first failure.
+
+    Returns (number of commands that succeeded, error text of the failed one or "").
+    """
+    script = "".join(f"{{ {cmd} ; }} 2>&1 || {{ echo '@@failed {i}'; exit 1; }}\n"
+                     f"echo '@@done {i}'\n" for i, cmd in enumerate(commands))
+    res = conn.run(script)
+    done = sum(1 for line in res.stdout.splitlines() if line.startswith("@@done "))
+    if res.ok and done == len(commands):
+        return done, ""
+    tail = [x for x in res.stdout.splitlines() if x.strip() and not x.startswith("@@")]
+    return done, " ".join(tail[-2:]) or res.error_line()
 
 
 def _restore_after_failure(conn: Connection, wd: Watchdog, changes: list[Change],
@@ -380,12 +396,12 @@ def apply_host(conn: Connection, host: HostInventory, settings: dict[str, NicSet
     opts, started = opts or Options(), time.monotonic()
     for nic in settings:
         host.iface(nic)  # unknown NIC ids are refused before anything runs
+    probe = probe_host(conn)
     if not opts.dry_run:
-        pending = _check_watchdog(conn)
+        pending = _check_watchdog(conn, probe.timer)
         if pending:
             return HostResult(host.name, "refused", False, error=pending,
                               seconds=time.monotonic() - started)
-    probe = probe_host(conn)
     gone = [f"{n} ({probe.nics[n].iface})" for n in settings if not probe.nics[n].exists]
     if gone:
         return HostResult(host.name, "failed", False, error=f"no such interface: "
@@ -398,12 +414,13 @@ def apply_host(conn: Connection, host: HostInventory, settings: dict[str, NicSet
     return _transact(conn, ctx, changes, notes, opts, "apply", started)
 
 
-def _check_watchdog(conn: Connection) -> str:
+def _check_watchdog(conn: Connection, state: str) -> str:
     """Refusal text when an unconfirmed deploy is pending; records a timer that fired."""
-    state = Watchdog(conn).state()
     if state == "fired":
-        _audit(conn.host).write(conn.host.name, "*", None, None, "timer-restore",
-                                detail="the on-host timer restored the pre-deploy state")
+        rc = Watchdog(conn).acknowledge()
+        _audit(conn.host).write(conn.host.name, "*", None, None, "timer-restore", rc == "0",
+                                detail="the on-host timer restored the pre-deploy state "
+                                       f"(restore script exit code {rc or '?'})")
     if state == "armed":
         return ("an earlier deploy awaits confirmation on this host; run `nictune deploy "
                 "--confirm` or wait for its timer to restore the host")
@@ -419,9 +436,11 @@ def restore_host(conn: Connection, host: HostInventory, opts: Options | None = N
         return HostResult(host.name, "no-snapshot", True,
                           error="no snapshot: nictune never changed this host",
                           seconds=time.monotonic() - started)
-    if not opts.dry_run and Watchdog(conn).state() == "armed":
-        Watchdog(conn).disarm()  # a rollback supersedes an unconfirmed deploy
     probe = probe_host(conn)
+    if not opts.dry_run and probe.timer != "none":
+        _check_watchdog(conn, probe.timer)
+        if probe.timer == "armed":
+            Watchdog(conn).disarm()  # a rollback supersedes an unconfirmed deploy
     current = read_knobs(probe)
     ctx = HostContext(host, probe, original, {})
     changes, notes = plan_changes(ctx, current, targets=original)
