@@ -1,0 +1,243 @@
+"""nictune.model: configs parse to SI, and every validation path names file, field, reason."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from nictune.model import (
+    ConfigError,
+    NicSetting,
+    load_config,
+    parse_config,
+    parse_setting,
+    pfring_default,
+    setting_from_json,
+)
+
+BASE: dict[str, Any] = {
+    "hosts": {"h1": {"cores": 4, "costs": {"irq": "5us", "per_packet": "0.5us"},
+                     "memory": {"bandwidth": "10GB/s", "traffic_per_byte": 2},
+                     "power": {"nic_idle": "10W", "core_busy": "12W"}, "backlog_slots": 500}},
+    "nics": {"n1": {"host": "h1", "link": "1Gbit/s", "ring_slots": 2048,
+                    "max_ring_slots": 8192, "irq_core": 1}},
+    "transmissions": [
+        {"id": "t1", "nic": "n1", "size": "7.5GB", "packet_size": 1400, "rate": "3600pps",
+         "arrival": "cbr", "max_latency_p99": "10ms",
+         "default": {"mode": "watermark", "watermark": 128, "watermark_timeout": "500ms",
+                     "ring_slots": 4096}},
+        {"id": "t2", "nic": "n1", "size": "64KiB", "packet_size": 64, "rate": "40Mbit/s",
+         "arrival": "onoff", "onoff": {"on": "2ms", "off": "8ms"}, "start": "1s"},
+    ],
+}
+
+
+def doc(**changes: Any) -> dict[str, Any]:
+    """BASE with dotted-path changes, e.g. doc(**{"transmissions.0.size": "1GB"})."""
+    out = copy.deepcopy(BASE)
+    for path, value in changes.items():
+        *parents, last = path.split(".")
+        node: Any = out
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        if isinstance(node, list):
+            node[int(last)] = value
+        elif value is _DELETE:
+            del node[last]
+        else:
+            node[last] = value
+    return out
+
+
+_DELETE = object()
+
+
+def test_base_config_parses_to_si():
+    cfg = parse_config(BASE, "x.yaml")
+    h = cfg.hosts["h1"]
+    assert h.costs.irq == pytest.approx(5e-6) and h.costs.per_packet == pytest.approx(0.5e-6)
+    assert h.costs.per_byte == pytest.approx(0.25e-9)  # default kept
+    assert h.memory.bandwidth == 10e9 and h.power.nic_idle == 10 and h.backlog_slots == 500
+    t1, t2 = cfg.transmissions
+    assert t1.size == 7.5e9 and t1.rate == 3600 and t1.packets == math.ceil(7.5e9 / 1400)
+    assert t1.max_latency_p99 == pytest.approx(0.01)
+    assert t1.default == NicSetting("watermark", ring_slots=4096, watermark=128,
+                                    watermark_timeout=0.5, irq_core=1)
+    assert t2.size == 65536 and t2.rate == pytest.approx(40e6 / (8 * 64))
+    assert (t2.onoff_on, t2.onoff_off, t2.start) == (pytest.approx(2e-3), 8e-3, 1.0)
+    assert cfg.default_setting(t2) == pfring_default(cfg.nics["n1"])
+    assert cfg.digest.startswith("sha256:")
+
+
+def test_rate_is_capped_by_the_link():
+    cfg = parse_config(doc(**{"transmissions.1.rate": "10Gbit/s"}))
+    assert cfg.transmissions[1].rate == pytest.approx(1e9 / (8 * (64 + 20)))
+
+
+def test_pfring_default_is_watermark_128_500ms_4096():
+    cfg = parse_config(BASE)
+    s = pfring_default(cfg.nics["n1"])
+    assert (s.mode, s.watermark, s.watermark_timeout, s.ring_slots) == ("watermark", 128, 0.5,
+                                                                         4096)
+
+
+def test_setting_json_round_trip():
+    s = NicSetting("passive_wait", ring_slots=1024, poll_interval=5e-5, irq_core=2,
+                   placement="same_die")
+    assert setting_from_json(s.to_json()) == s
+
+
+def test_exact_packet_size_message(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    raw = copy.deepcopy(BASE)
+    raw["transmissions"] += [dict(BASE["transmissions"][1], id=f"x{i}") for i in range(2)]
+    raw["transmissions"][3]["packet_size"] = 70000
+    Path("configs").mkdir()
+    Path("configs/x.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError) as err:
+        load_config("configs/x.yaml")
+    assert str(err.value) == ("configs/x.yaml: transmissions[3].packet_size: must be between "
+                              "64 and 9000 bytes, got 70000")
+    assert err.value.exit_code == 2
+
+
+BAD = [
+    # typos and unknown keys, at every level
+    ({"transmissions.0.pakcet_size": 1400},
+     r"transmissions\[0\]\.pakcet_size: unknown key 'pakcet_size' \(allowed: id, nic, size"),
+    ({"hosts.h1.cpus": 4}, r"hosts\.h1\.cpus: unknown key 'cpus'"),
+    ({"hosts.h1.costs.irqs": "4us"}, r"hosts\.h1\.costs\.irqs: unknown key 'irqs'"),
+    ({"nics.n1.speed": "1Gbit/s"}, r"nics\.n1\.speed: unknown key 'speed'"),
+    ({"transmissions.0.default.modde": "x"}, r"default\.modde: unknown key 'modde'"),
+    ({"extra": 1}, r"extra: unknown key 'extra'"),
+    # units
+    ({"hosts.h1.costs.irq": "4parsecs"}, r"hosts\.h1\.costs\.irq: unknown unit 'parsecs'"),
+    ({"transmissions.0.size": "big"}, r"transmissions\[0\]\.size: expected a size"),
+    ({"transmissions.0.rate": "3600furlongs"}, r"transmissions\[0\]\.rate: unknown unit"),
+    ({"nics.n1.link": "fast"}, r"nics\.n1\.link: expected a bit rate"),
+    ({"hosts.h1.memory.bandwidth": "10GB"}, r"memory\.bandwidth: unknown unit 'GB'"),
+    ({"hosts.h1.power.core_busy": "15V"}, r"power\.core_busy: unknown unit 'V'"),
+    # ranges
+    ({"transmissions.0.packet_size": 32},
+     r"packet_size: must be between 64 and 9000 bytes, got 32"),
+    ({"transmissions.0.size": 100}, r"size: must be between 1400 and .* bytes, got 100"),
+    ({"hosts.h1.costs.irq": "2ms"}, r"costs\.irq: must be between 0 and 0\.001 s, got 0\.002"),
+    ({"hosts.h1.cores": 0}, r"hosts\.h1\.cores: must be between 1 and 1024"),
+    ({"hosts.h1.memory.traffic_per_byte": 9}, r"traffic_per_byte: must be between 1 and 8"),
+    ({"nics.n1.ring_slots": 9000}, r"nics\.n1\.ring_slots: must be between 64 and 8192"),
+    ({"nics.n1.irq_core": 4}, r"nics\.n1\.irq_core: must be between 0 and 3 \(host h1 has 4"),
+    ({"nics.n1.link": "100kbit/s"}, r"nics\.n1\.link: must be between"),
+    ({"transmissions.0.max_latency_p99": "2h"}, r"max_latency_p99: unknown unit 'h'"),
+    # types and names
+    ({"transmissions.0.packet_size": 1400.5}, r"packet_size: expected a whole number"),
+    ({"hosts.h1.memory.traffic_per_byte": "lots"}, r"traffic_per_byte: expected a number"),
+    ({"hosts.h1.cores": True}, r"cores: expected a whole number, got True"),
+    ({"transmissions.0.id": "bad id!"}, r"transmissions\[0\]\.id: expected a name"),
+    ({"hosts.h1.costs": [1, 2]}, r"hosts\.h1\.costs: expected a mapping"),
+    ({"transmissions.0": "t1"}, r"transmissions\[0\]: expected a mapping, got str"),
+    # required, references, choices
+    ({"transmissions.0.packet_size": _DELETE}, r"transmissions\[0\]\.packet_size: is required"),
+    ({"nics.n1.link": _DELETE}, r"nics\.n1\.link: is required"),
+    ({"nics.n1.host": "h9"}, r"nics\.n1\.host: unknown host 'h9'"),
+    ({"transmissions.0.nic": "n9"}, r"transmissions\[0\]\.nic: unknown nic 'n9'"),
+    ({"transmissions.0.arrival": "bursty"}, r"arrival: must be one of cbr, poisson, onoff"),
+    ({"transmissions.0.onoff": {"on": "1ms"}}, r"onoff: is only used with arrival onoff"),
+    ({"transmissions.1.onoff": {"on": "1ms", "of": "1ms"}}, r"onoff\.of: unknown key 'of'"),
+    ({"transmissions.1.id": "t1"}, r"transmissions\[1\]\.id: duplicate id 't1'"),
+    ({"transmissions": []}, r"transmissions: is required and must not be empty"),
+    ({"hosts": ["h1"]}, r"hosts: expected a mapping of host name"),
+    ({"nics": ["n1"]}, r"nics: expected a mapping of NIC name"),
+    ({"transmissions": {"t1": {}}}, r"transmissions: expected a list"),
+    # settings
+    ({"transmissions.0.default.mode": "turbo"}, r"default\.mode: must be one of active_wait"),
+    ({"transmissions.0.default.watermark": 3000},
+     r"default\.watermark: must be between 1 and 2048 packets \(half the ring\), got 3000"),
+    ({"transmissions.0.default.watermark": _DELETE}, r"default\.watermark: is required"),
+    ({"transmissions.0.default.ring_slots": 16},
+     r"default\.ring_slots: must be between 64 and 8192 slots \(the NIC's ring limits\)"),
+    ({"transmissions.0.default.irq_core": 7}, r"default\.irq_core: must be between 0 and 3"),
+    ({"transmissions.0.default.placement": "far"}, r"default\.placement: must be one of"),
+    ({"transmissions.0.default.poll_interval": "1ms"},
+     r"default\.poll_interval: is not used by mode watermark"),
+    ({"transmissions.0.default": {"mode": "passive_wait"}},
+     r"default\.poll_interval: is required"),
+    ({"transmissions.0.default": {"mode": "passive_wait", "poll_interval": "20s"}},
+     r"default\.poll_interval: must be between 1e-06 and 10 s, got 20"),
+    ({"transmissions.0.default.watermark_timeout": "-1s"},
+     r"watermark_timeout: must be between 0 and 10 s"),
+]
+
+
+@pytest.mark.parametrize(("changes", "message"), BAD, ids=[m for _, m in BAD])
+def test_bad_configs_are_refused_with_file_and_field(changes, message):
+    with pytest.raises(ConfigError, match=r"^x\.yaml: " + ".*" + message):
+        parse_config(doc(**changes), "x.yaml")
+
+
+def test_top_level_must_be_a_mapping():
+    with pytest.raises(ConfigError, match=r"x\.yaml: \(top level\): expected a mapping"):
+        parse_config([1, 2], "x.yaml")
+
+
+def test_two_transmissions_on_one_nic_need_one_ring_and_irq_core():
+    raw = doc(**{"transmissions.1.default": {"mode": "active_wait", "ring_slots": 1024}})
+    with pytest.raises(ConfigError, match=r"transmissions\[1\]\.default: ring_slots/irq_core"):
+        parse_config(raw, "x.yaml")
+
+
+def test_unknown_transmission_is_named():
+    with pytest.raises(ConfigError, match=r"no transmission 'nope' \(known: t1, t2"):
+        parse_config(BASE, "x.yaml").transmission("nope")
+
+
+def test_unreadable_file_and_invalid_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("hosts: {h1: [\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: invalid YAML at line"):
+        load_config(bad)
+
+
+def test_host_profile_is_the_base_and_keys_override(tmp_path):
+    (tmp_path / "prof.yaml").write_text(yaml.safe_dump(
+        {"costs": {"irq": "7us", "per_byte": "1ns"}, "fit": {"r2": 0.9}}))
+    raw = doc(**{"hosts.h1.profile": "prof.yaml"})
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw))
+    h = load_config(tmp_path / "c.yaml").hosts["h1"]
+    assert h.costs.irq == pytest.approx(5e-6)  # the config's key wins
+    assert h.costs.per_byte == pytest.approx(1e-9)  # from the profile
+    (tmp_path / "prof.yaml").write_text(yaml.safe_dump({"costs": {"irk": "7us"}}))
+    with pytest.raises(ConfigError, match=r"unknown key 'irk'"):
+        load_config(tmp_path / "c.yaml")
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(doc(**{"hosts.h1.profile": "nope.yaml"})))
+    with pytest.raises(ConfigError, match=r"hosts\.h1\.profile: cannot read"):
+        load_config(tmp_path / "c.yaml")
+
+
+def test_parse_setting_accepts_human_units():
+    cfg = parse_config(BASE)
+    s = parse_setting({"mode": "passive_wait", "poll_interval": "50us"}, cfg.nics["n1"],
+                      cfg.hosts["h1"], "--options", "")
+    assert s.poll_interval == pytest.approx(50e-6) and s.ring_slots == 2048 and s.irq_core == 1
+
+
+def test_paper_47_matches_the_measured_data(repo, shared):
+    cfg = load_config(repo / "configs" / "paper-47.yaml")
+    with open(shared / "data" / "paper_47_transmissions.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(cfg.transmissions) == len(rows) == 47
+    hosts = {cfg.nic_of(t).host for t in cfg.transmissions}
+    assert len(hosts) == 47  # each on its own node, as in the paper
+    for t, row in zip(cfg.transmissions, rows, strict=True):
+        assert t.packet_size == int(row["packet_size_bytes"])
+        assert t.size == pytest.approx(float(row["transmission_size_gb"]) * 1e9)
+        mbps = float(row["default_throughput_mbps"])
+        assert t.rate * t.packet_size * 8 == pytest.approx(mbps * 1e6, rel=1e-3)
+        assert cfg.default_setting(t) == pfring_default(cfg.nic_of(t))

@@ -1,0 +1,258 @@
+"""The DES engine reproduces the rules of docs/model.md."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from nictune.errors import InputError
+from nictune.model import NicSetting, parse_config
+from nictune.simulator import des, simulate
+from nictune.simulator.arrivals import arrival_times
+
+IRQ, PER_PACKET, PER_BYTE = 4e-6, 0.6e-6, 0.25e-9
+
+SETTINGS = {
+    "active_wait": NicSetting("active_wait"),
+    "passive_wait": NicSetting("passive_wait", poll_interval=100e-6),
+    "watermark": NicSetting("watermark", watermark=64, watermark_timeout=1e-3),
+    "watermark_no_timeout": NicSetting("watermark", watermark=100, watermark_timeout=0.0),
+    "busy_poll": NicSetting("busy_poll"),
+}
+
+
+def config(packets: int = 20_000, rate: Any = "100kpps", arrival: str = "poisson",
+           size: int = 1000, per_byte: Any = "0.25ns", backlog: int = 1000, extra: int = 0,
+           **host: Any):
+    """One host, one 10G NIC per transmission, `1 + extra` transmissions t0, t1, ..."""
+    costs = {"irq": "4us", "per_packet": "0.6us", "per_byte": per_byte, "poll_check": "0.05us"}
+    nics = {f"n{i}": {"host": "h", "link": "10Gbit/s"} for i in range(1 + extra)}
+    return parse_config({
+        "hosts": {"h": {"cores": 4, "costs": costs, "backlog_slots": backlog,
+                        "power": {"nic_idle": "10W", "core_busy": "15W"}, **host}},
+        "nics": nics,
+        "transmissions": [{"id": f"t{i}", "nic": f"n{i}", "size": packets * size,
+                           "packet_size": size, "rate": rate, "arrival": arrival}
+                          for i in range(1 + extra)],
+    }, "test.yaml")
+
+
+def run(setting: NicSetting, **kw: Any):
+    cfg = config(**{k: v for k, v in kw.items() if k not in ("exact", "seed", "vectorised")})
+    return des.simulate(cfg, {"t0": setting}, exact=kw.get("exact", True),
+                        seed=kw.get("seed", 0), vectorised=kw.get("vectorised", True))[0]
+
+
+def conserved(m) -> bool:
+    return m.packets_offered == m.packets_delivered + m.packets_dropped + m.packets_stranded
+
+
+@pytest.mark.parametrize("arrival", ["cbr", "poisson", "onoff"])
+@pytest.mark.parametrize("mode", list(SETTINGS))
+@pytest.mark.parametrize(("rate", "ring"), [("100kpps", 4096), ("2Mpps", 64)])
+def test_conservation_every_mode(mode, arrival, rate, ring):
+    s = replace(SETTINGS[mode], ring_slots=ring)
+    if s.watermark:
+        s = replace(s, watermark=min(s.watermark, ring // 2))
+    m = run(s, packets=5000, rate=rate, arrival=arrival, backlog=100)
+    assert conserved(m)
+    assert m.packets_delivered > 0
+    assert m.bytes_delivered == m.packets_delivered * 1000
+    if rate == "2Mpps":  # beyond what one core can take: the ring (or backlog) overflows
+        assert m.packets_dropped > 0
+    assert m.energy_j == pytest.approx(10 * m.duration_s + 15 * m.cpu_busy_s)
+    assert m.throughput_bps == pytest.approx(8 * m.bytes_delivered / m.duration_s)
+
+
+def test_active_wait_one_interrupt_per_packet_below_saturation():
+    m = run(SETTINGS["active_wait"], packets=20_000, rate="100kpps")
+    assert m.interrupts == m.packets_offered == m.packets_delivered == 20_000
+    assert m.empty_wakeups == 0
+    w = PER_PACKET + 1000 * PER_BYTE
+    assert m.cpu_busy_s == pytest.approx(20_000 * (IRQ + w))
+    assert m.latency_p99_s >= IRQ + w
+
+
+def test_passive_wait_interrupts_follow_the_timer():
+    for interval in (50e-6, 200e-6, 1e-3):
+        m = run(NicSetting("passive_wait", poll_interval=interval), packets=50_000,
+                rate="200kpps")
+        assert m.packets_delivered == 50_000
+        assert m.interrupts == pytest.approx(m.duration_s / interval, rel=0.01)
+        assert m.latency_p99_s <= interval + IRQ + 2 * interval * 200e3 * 1e-6
+
+
+def test_passive_wait_counts_empty_wakeups_at_low_rate():
+    m = run(NicSetting("passive_wait", poll_interval=20e-6), packets=2000, rate="5kpps")
+    assert m.interrupts == pytest.approx(m.duration_s / 20e-6, rel=0.01)
+    assert m.empty_wakeups == pytest.approx(m.interrupts - 2000, rel=0.01)
+
+
+@pytest.mark.parametrize(("n", "w"), [(10_000, 100), (10_050, 100), (9_999, 64), (777, 7)])
+def test_watermark_without_timeout_strands_the_remainder(n, w):
+    m = run(NicSetting("watermark", watermark=w, watermark_timeout=0.0), packets=n,
+            rate="10kpps", arrival="cbr")
+    assert m.interrupts == n // w
+    assert m.packets_stranded == n % w
+    assert m.packets_delivered == n - n % w
+    assert m.empty_wakeups == 0
+
+
+def test_watermark_timeout_flushes_the_tail():
+    """A watermark of 100 at 10 kpps fills in 10 ms; the 20 ms timeout only flushes the tail,
+    a 2 ms timeout fires first every time (first packet + 2 ms: 21 packets queued)."""
+    m = run(NicSetting("watermark", watermark=100, watermark_timeout=20e-3), packets=10_050,
+            rate="10kpps", arrival="cbr")
+    assert m.packets_stranded == 0 and m.packets_delivered == 10_050
+    assert m.interrupts == 101
+    assert m.duration_s == pytest.approx(10_049e-4 - 49e-4 + 20e-3 + IRQ + 50 * 0.85e-6)
+    m = run(NicSetting("watermark", watermark=100, watermark_timeout=2.05e-3), packets=10_500,
+            rate="10kpps", arrival="cbr")
+    assert m.interrupts == 10_500 / 21 and m.packets_delivered == 10_500
+
+
+def test_busy_poll_has_no_interrupts_and_a_busy_core():
+    m = run(SETTINGS["busy_poll"], packets=20_000, rate="100kpps")
+    assert m.interrupts == 0 and m.empty_wakeups == 0
+    assert m.cpu_util == pytest.approx(1.0)
+    assert m.cpu_busy_s == pytest.approx(m.duration_s)
+    w = PER_PACKET + 1000 * PER_BYTE
+    assert m.latency_mean_s == pytest.approx(0.025e-6 + w, rel=0.2)
+
+
+def livelock(rate: float) -> float:
+    return rate if rate <= 1 / (IRQ + PER_PACKET) else max(0.0, (1 - rate * IRQ) / PER_PACKET)
+
+
+def test_receive_livelock_curve():
+    """cbr, per_byte 0, ring large: delivered rate = λ up to 1/(Ti+Tp), then (1−λTi)/Tp."""
+    knee = 1 / (IRQ + PER_PACKET)
+    rates = [50e3, 100e3, 150e3, 200e3, 0.95 * knee, 1.03 * knee, 225e3, 235e3]
+    assert sum(r > knee for r in rates) >= 3
+    for rate in rates:
+        m = run(NicSetting("active_wait", ring_slots=32768), packets=200_000, rate=rate,
+                arrival="cbr", size=64, per_byte=0)
+        delivered = m.packets_delivered / m.duration_s
+        assert delivered == pytest.approx(livelock(rate), rel=0.05), rate
+        assert (m.packets_dropped > 0) == (rate > knee)
+
+
+def test_same_seed_same_result_other_seed_other_result():
+    a = run(SETTINGS["passive_wait"], seed=7).to_json()
+    assert run(SETTINGS["passive_wait"], seed=7).to_json() == a
+    assert run(SETTINGS["passive_wait"], seed=8).to_json() != a
+
+
+def test_window_extrapolates_within_2_percent_of_exact():
+    cfg = config(packets=1_000_000, rate="300kpps")
+    setting = {"t0": NicSetting("passive_wait", poll_interval=100e-6)}
+    exact = des.simulate(cfg, setting, exact=True)[0]
+    win = des.simulate(cfg, setting)[0]
+    assert (win.window_packets, win.extrapolated) == (200_000, True)
+    assert (exact.window_packets, exact.extrapolated) == (1_000_000, False)
+    assert conserved(win)
+    for key in ("packets_delivered", "duration_s", "throughput_bps", "interrupts",
+                "cpu_busy_s", "energy_j", "latency_p99_s"):
+        assert getattr(win, key) == pytest.approx(getattr(exact, key), rel=0.02), key
+
+
+@pytest.mark.parametrize("mode", list(SETTINGS))
+@pytest.mark.parametrize("rate", ["150kpps", "900kpps"])
+def test_fast_paths_change_nothing(mode, rate):
+    """Vectorised drains and the solo paths agree with the per-packet event loop (costs
+    with no common multiple, so no two events tie)."""
+    s = replace(SETTINGS[mode], ring_slots=256)
+    if mode == "passive_wait":
+        s = replace(s, poll_interval=37.3e-6)
+    kw = dict(packets=8000, rate=rate, backlog=100, per_byte="0.2371ns")
+    a, b = run(s, **kw).to_json(), run(s, vectorised=False, **kw).to_json()
+    for key, value in a.items():
+        assert value == (pytest.approx(b[key], rel=1e-9) if isinstance(value, float)
+                         else b[key]), key
+
+
+def test_a_shared_core_is_shared():
+    """Two transmissions on one core: each sees the other's interrupts and packet work."""
+    cfg = config(packets=20_000, rate="300kpps", extra=1)
+    alone = des.simulate(cfg, {"t0": NicSetting("active_wait")})[0]
+    split = des.simulate(cfg, {"t0": NicSetting("active_wait"),
+                               "t1": NicSetting("active_wait", irq_core=1)})
+    shared = des.simulate(cfg, {"t0": NicSetting("active_wait"),
+                                "t1": NicSetting("passive_wait", poll_interval=50e-6)})
+    assert split[0].to_json() == alone.to_json()  # another core: no coupling
+    assert all(conserved(m) for m in shared)
+    assert shared[0].latency_mean_s > alone.latency_mean_s
+    assert shared[0].cpu_busy_s + shared[1].cpu_busy_s <= max(m.duration_s for m in shared)
+    v = des.simulate(cfg, {"t0": NicSetting("active_wait"),
+                           "t1": NicSetting("passive_wait", poll_interval=50e-6)},
+                     vectorised=False)
+    assert [m.to_json() for m in v] == [m.to_json() for m in shared]
+
+
+def test_a_saturated_shared_core_drops_and_conserves():
+    cfg = config(packets=5_000, rate="700kpps", extra=2, arrival="cbr")
+    out = des.simulate(cfg, {"t0": NicSetting("busy_poll", ring_slots=128),
+                             "t1": NicSetting("watermark", watermark=32, ring_slots=128,
+                                              watermark_timeout=1e-4),
+                             "t2": NicSetting("passive_wait", poll_interval=20e-6,
+                                              ring_slots=128)})
+    assert all(conserved(m) for m in out)
+    assert sum(m.packets_dropped for m in out) > 0
+    assert sum(m.packets_delivered for m in out) / max(m.duration_s for m in out) < 1.3e6
+
+
+def test_arrival_processes():
+    cfg = config(packets=100_000, rate="100kpps", arrival="cbr")
+    t, nic = cfg.transmissions[0], cfg.nics["n0"]
+    assert np.allclose(np.diff(arrival_times(t, nic, 0, 0)), 1e-5)
+    p = arrival_times(replace(t, arrival="poisson"), nic, 3, 0)
+    assert np.mean(np.diff(p)) == pytest.approx(1e-5, rel=0.02)
+    assert np.array_equal(p, arrival_times(replace(t, arrival="poisson"), nic, 3, 0))
+    assert not np.array_equal(p, arrival_times(replace(t, arrival="poisson"), nic, 3, 1))
+    o = arrival_times(replace(t, arrival="onoff", onoff_on=2e-3, onoff_off=8e-3), nic, 0, 0)
+    assert np.diff(o[:10]) == pytest.approx(np.full(9, 1e-5 * 2 / 10))  # peak = 5 λ
+    assert (len(o) / (o[-1] - o[0])) == pytest.approx(1e5, rel=0.01)
+    capped = arrival_times(replace(t, arrival="onoff", onoff_on=1e-6, onoff_off=1e-3), nic, 0, 0)
+    assert np.diff(capped[:2])[0] == pytest.approx(8 * 1020 / 10e9)
+
+
+def test_arrivals_do_not_depend_on_the_selection():
+    cfg = config(packets=5000, extra=2)
+    s = NicSetting("passive_wait", poll_interval=1e-4)
+    alone = des.simulate(cfg, {"t2": replace(s, irq_core=2)})[0]
+    together = des.simulate(cfg, {"t0": s, "t1": replace(s, irq_core=1),
+                                  "t2": replace(s, irq_core=2)})[2]
+    assert alone.to_json() == together.to_json()
+
+
+def test_results_follow_the_settings_order_and_engines_dispatch():
+    cfg = config(packets=2000, extra=1)
+    settings = {"t1": NicSetting("busy_poll"), "t0": NicSetting("active_wait", irq_core=1)}
+    out = simulate(cfg, settings)
+    assert [m.transmission for m in out] == ["t1", "t0"]
+    assert all(m.engine == "des" for m in out)
+    assert all(m.engine == "fast" for m in simulate(cfg, settings, engine="fast"))
+    with pytest.raises(InputError, match="engine must be one of des, fast"):
+        simulate(cfg, settings, engine="warp")
+    with pytest.raises(InputError, match="no transmission 'zz'"):
+        simulate(cfg, {"zz": NicSetting("busy_poll")})
+    with pytest.raises(InputError, match="window"):
+        simulate(cfg, settings, window=0)
+
+
+def test_memory_bus_and_placement_scale_per_byte_work():
+    busy = config(packets=5000, rate="100kpps", memory={"bandwidth": "100MB/s"})
+    calm = config(packets=5000, rate="100kpps")
+    s = NicSetting("active_wait", ring_slots=32768)
+    slow, fast = (des.simulate(c, {"t0": s})[0] for c in (busy, calm))
+    far = des.simulate(calm, {"t0": replace(s, placement="cross_package")})[0]
+    per_packet = [m.cpu_busy_s / m.packets_delivered - IRQ for m in (fast, far, slow)]
+    assert per_packet[0] == pytest.approx(PER_PACKET + 1000 * PER_BYTE)
+    assert per_packet[1] == pytest.approx(PER_PACKET + 1000 * PER_BYTE * 1.4)
+    demand = 1e5 * 1000 * 3 / (0.65 * 1e8)
+    assert per_packet[2] == pytest.approx(PER_PACKET + 1000 * PER_BYTE * demand)
+    assert math.isfinite(slow.latency_p99_s)
