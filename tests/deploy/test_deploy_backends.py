@@ -1,0 +1,152 @@
+"""Mode -> knob planning on a probe assembled from real mlx5 / veth outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nictune.deploy.backends import HostContext, Note, irq_affinity
+from nictune.deploy.backends import ethtool_ring as ring
+from nictune.deploy.inventory import HostInventory
+from nictune.deploy.probe import HostProbe, parse_probe
+from nictune.deploy.transaction import _mgmt_refusal, plan_changes, read_knobs
+from nictune.model import NicSetting
+
+HOST = HostInventory(name="h1", address="10.0.0.1", nics={"nic-1": "enp1s0f0np0"},
+                     root="/srv/h1")
+
+
+def probe_text(shared: Path, *, ssh_on_nic: bool = False, veth: bool = False) -> str:
+    d = shared / "data" / "ethtool-samples"
+    drv = "veth" if veth else "mlx5_core"
+    ssh_addr = "10.0.0.1" if ssh_on_nic else "192.168.1.5"
+
+    def part(cmd: str) -> str:
+        f = d / f"{drv}__ethtool-{cmd}__1.txt"
+        return f.read_text() if f.exists() else "netlink error: Operation not supported\n"
+
+    return "\n".join([
+        "@@section host", "kernel=6.8.12", "cpus=12", "ethtool=ethtool version 6.1",
+        "irqbalance=yes", f"ssh=192.168.1.9 50000 {ssh_addr} 22", "pfring=no",
+        "sysctl.busy_read=0", "sysctl.busy_poll=0",
+        "@@section pfring_params", "@@section pfring_conf", "enable_tx_capture=0",
+        "@@section addresses",
+        "1: lo    inet 127.0.0.1/8 scope host lo",
+        "2: eno1    inet 192.168.1.5/24 brd 192.168.1.255 scope global eno1",
+        "3: enp1s0f0np0    inet 10.0.0.1/24 scope global enp1s0f0np0",
+        "@@section interrupts", (d / "mlx5_core__proc-interrupts__1.txt").read_text(),
+        "@@section affinity", *[f"/proc/irq/{n}/smp_affinity_list:0-11"
+                                for n in (98, 99, 109, 110)],
+        "@@section timer", "none",
+        "@@section nic nic-1", "exists=yes", "speed=25000", "gro_flush_timeout=0",
+        "napi_defer_hard_irqs=0", "device=0000:01:00.0", "msi_irqs=", "rps.rx-0=0",
+        "@@section ethtool-i nic-1", part("i"),
+        "@@section text-c nic-1", part("c"), "@@section text-g nic-1", part("g"),
+        "@@section text-l nic-1", part("l"), "@@section text-k nic-1", part("k"),
+        "@@section capture nic-1", "@@missing",
+    ]) + "\n"
+
+
+def planned(probe: HostProbe, setting: NicSetting) -> tuple[dict, list[Note]]:
+    current = read_knobs(probe)
+    ctx = HostContext(HOST, probe, current, {"nic-1": setting})
+    changes, notes = plan_changes(ctx, current)
+    return {c.knob: c.after for c in changes}, notes
+
+
+def kinds(notes: list[Note]) -> set[tuple[str, str]]:
+    return {(n.backend, n.kind) for n in notes}
+
+
+@pytest.fixture
+def mlx5(shared: Path) -> HostProbe:
+    return parse_probe(HOST, probe_text(shared))
+
+
+def test_probe_of_a_real_nic(mlx5: HostProbe) -> None:
+    nic = mlx5.nics["nic-1"]
+    assert nic.driver == "mlx5_core" and nic.bus_info == "0000:01:00.0"
+    assert nic.coalesce and nic.coalesce["rx-usecs"] == 8
+    assert len(nic.irqs) == 13 and nic.irq_affinity[99] == "0-11"
+    assert mlx5.ssh_iface == "eno1" and mlx5.irqbalance and mlx5.cpus == 12
+    assert mlx5.pfring_conf == "enable_tx_capture=0\n"
+
+
+def test_active_wait_on_mlx5(mlx5: HostProbe) -> None:
+    t, notes = planned(mlx5, NicSetting("active_wait", ring_slots=16384, irq_core=3))
+    nic = "nic/nic-1"
+    assert t[f"{nic}/coalesce/adaptive-rx"] is False
+    assert t[f"{nic}/coalesce/rx-usecs"] == 0 and t[f"{nic}/coalesce/rx-frames"] == 1
+    assert t[f"{nic}/ring/rx"] == 8192  # clamped to the NIC maximum
+    assert t[f"{nic}/channels/combined"] == 1
+    assert t[f"{nic}/irq/99"] == "3" and t[f"{nic}/irq/109"] == "3"
+    assert f"{nic}/napi/gro_flush_timeout" not in t  # already 0
+    assert t["host/pfring/conf"] == "enable_tx_capture=0 min_num_slots=16384\n"
+    profile = json.loads(t[f"{nic}/pfring/profile"])
+    assert (profile["mode"], profile["watermark"], profile["blocking"]) == (
+        "active_wait", 1, True)
+    assert {("ring", "clamped"), ("irq", "warning"), ("pfring", "unavailable")} <= kinds(notes)
+
+
+def test_passive_wait_rounds_and_maps(mlx5: HostProbe) -> None:
+    t, notes = planned(mlx5, NicSetting("passive_wait", ring_slots=1024,
+                                        poll_interval=0.0002505, irq_core=40))
+    nic = "nic/nic-1"
+    assert t[f"{nic}/coalesce/rx-usecs"] == 251 and t[f"{nic}/coalesce/rx-frames"] == 0
+    assert t[f"{nic}/napi/gro_flush_timeout"] == 250500
+    assert t[f"{nic}/napi/napi_defer_hard_irqs"] == 2
+    assert f"{nic}/ring/rx" not in t  # already 1024
+    assert t[f"{nic}/irq/99"] == "11"  # clamped to the last CPU
+    profile = json.loads(t[f"{nic}/pfring/profile"])
+    assert profile["watermark"] == 512 and profile["poll_duration_ms"] == 1
+    assert {("coalesce", "rounded"), ("coalesce", "approximation"), ("irq", "clamped"),
+            ("pfring", "clamped")} <= kinds(notes)
+
+
+def test_watermark_and_busy_poll(mlx5: HostProbe) -> None:
+    t, notes = planned(mlx5, NicSetting("watermark", ring_slots=4096, watermark=64,
+                                        watermark_timeout=0.0))
+    assert t["nic/nic-1/coalesce/rx-frames"] == 64 and t["nic/nic-1/coalesce/rx-usecs"] == 0
+    assert json.loads(t["nic/nic-1/pfring/profile"])["poll_duration_ms"] == 65535
+    assert ("napi", "not_expressible") in kinds(notes)
+    t, _ = planned(mlx5, NicSetting("busy_poll", ring_slots=4096))
+    assert t["host/sysctl/busy_read"] == 50 and t["host/sysctl/busy_poll"] == 50
+    assert not any("/coalesce/" in k for k in t)  # NIC keeps its original coalescing
+    profile = json.loads(t["nic/nic-1/pfring/profile"])
+    assert profile["blocking"] is False and profile["busy_poll_us"] == 50
+
+
+def test_veth_reports_unsupported_with_fallbacks(shared: Path) -> None:
+    probe = parse_probe(HOST, probe_text(shared, veth=True))
+    t, notes = planned(probe, NicSetting("passive_wait", ring_slots=4096,
+                                         poll_interval=0.001, irq_core=1))
+    assert t["nic/nic-1/napi/gro_flush_timeout"] == 1000000
+    assert not any("/coalesce/" in k or "/ring/" in k for k in t)
+    fallbacks = {n.backend: n.fallback for n in notes if n.kind == "unsupported"}
+    assert "gro_flush_timeout" in fallbacks["coalesce"]
+    assert "min_num_slots" in fallbacks["ring"]
+
+
+def test_mgmt_interface_guard(shared: Path) -> None:
+    probe = parse_probe(HOST, probe_text(shared, ssh_on_nic=True))
+    current = read_knobs(probe)
+    ctx = HostContext(HOST, probe, current, {"nic-1": NicSetting("active_wait",
+                                                                 ring_slots=2048)})
+    changes, _ = plan_changes(ctx, current)
+    assert "allow-mgmt-iface" in _mgmt_refusal(ctx, changes)
+    ctx.settings = {"nic-1": NicSetting("active_wait", ring_slots=1024)}
+    probe.nics["nic-1"].channels = None
+    current = read_knobs(probe)
+    ctx.original = current
+    changes, _ = plan_changes(ctx, current)
+    assert _mgmt_refusal(ctx, changes) == ""  # coalescing only: allowed
+
+
+def test_read_back_comparisons() -> None:
+    assert ring.matches("nic/n/ring/rx", 1000, 1024)  # driver rounded up to a power of 2
+    assert ring.matches("nic/n/ring/rx", 4100, 4096)  # multiple of 8
+    assert not ring.matches("nic/n/ring/rx", 1024, 512)
+    assert irq_affinity.matches("nic/n/irq/5", "0-2", "0,1,2")
+    assert not irq_affinity.matches("nic/n/irq/5", "1", "0-1")

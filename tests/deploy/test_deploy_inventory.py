@@ -1,0 +1,139 @@
+"""Bad inventories and plans are refused with exit code 2 before any connection."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nictune.cli import main
+from nictune.deploy.inventory import InventoryError, check_plan_nics, load_inventory
+
+PLAN = {"nictune_plan": 1, "transmissions": [
+    {"id": "t1", "host": "rx1", "nic": "nic-1",
+     "setting": {"mode": "active_wait", "ring_slots": 1024}}]}
+
+
+def write_inventory(tmp: Path, host: dict | None = None, **top: object) -> Path:
+    (tmp / "id_ed25519").write_text("not a real key\n")
+    entry = {"address": "192.0.2.1", "nics": {"nic-1": "eth1"}, **(host or {})}
+    doc = {"defaults": {"key_file": "id_ed25519", "known_hosts": "known_hosts"},
+           "hosts": {"rx1": entry}, **top}
+    path = tmp / "inventory.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def write_plan(tmp: Path, doc: dict | None = None) -> Path:
+    path = tmp / "plan.yaml"
+    path.write_text(yaml.safe_dump(doc or PLAN))
+    return path
+
+
+def test_valid_inventory_resolves_paths(tmp_path: Path) -> None:
+    inv = load_inventory(write_inventory(tmp_path, {"port": 2222, "sudo": True,
+                                                    "root": "/srv/lab"}))
+    host = inv.hosts["rx1"]
+    assert host.key_file == tmp_path / "id_ed25519"
+    assert host.known_hosts == tmp_path / "known_hosts"
+    assert host.state_dir == tmp_path / ".nictune"
+    assert (host.port, host.sudo, host.user) == (2222, True, "root")
+    assert host.remote_path("/etc/x") == "/srv/lab/etc/x"
+    assert inv.select(None) == [host]
+
+
+@pytest.mark.parametrize("host, field", [
+    ({"nics": {"nic-1": "eth0; reboot"}}, "nics.nic-1"),
+    ({"nics": {"nic-1": "$(reboot)"}}, "nics.nic-1"),
+    ({"nics": {"nic-1": "-eth0"}}, "nics.nic-1"),
+    ({"nics": {"nic-1": "averyveryverylongname"}}, "nics.nic-1"),
+    ({"nics": {"bad id!": "eth0"}}, "nics"),
+    ({"nics": {"a": "eth0", "b": "eth0"}}, "nics"),
+    ({"address": "10.0.0.1; reboot"}, "address"),
+    ({"address": 12}, "address"),
+    ({"port": "22"}, "port"),
+    ({"port": 70000}, "port"),
+    ({"sudo": "yes"}, "sudo"),
+    ({"user": "root; id"}, "user"),
+    ({"key_file": "missing_key"}, "key_file"),
+    ({"known_hosts": "nodir/known_hosts"}, "known_hosts"),
+    ({"root": "relative/path"}, "root"),
+    ({"root": "/a/../etc"}, "root"),
+    ({"netns": "ns; id"}, "netns"),
+    ({"colour": "blue"}, "colour"),
+])
+def test_bad_host_fields(tmp_path: Path, host: dict, field: str) -> None:
+    with pytest.raises(InventoryError, match=f"hosts.rx1.{field}"):
+        load_inventory(write_inventory(tmp_path, host))
+
+
+def test_bad_top_level(tmp_path: Path) -> None:
+    with pytest.raises(InventoryError, match="unknown key"):
+        load_inventory(write_inventory(tmp_path, extra=1))
+    path = tmp_path / "bad.yaml"
+    path.write_text("hosts: [a, b]\n")
+    with pytest.raises(InventoryError, match="hosts"):
+        load_inventory(path)
+    with pytest.raises(InventoryError, match="cannot read"):
+        load_inventory(tmp_path / "none.yaml")
+
+
+def test_plan_must_match_inventory(tmp_path: Path) -> None:
+    inv = load_inventory(write_inventory(tmp_path))
+    check_plan_nics(inv, [("rx1", "nic-1")])
+    with pytest.raises(InventoryError, match="no nic 'nic-9'"):
+        check_plan_nics(inv, [("rx1", "nic-9")])
+    with pytest.raises(InventoryError, match="host 'rx9'"):
+        check_plan_nics(inv, [("rx9", "nic-1")])
+    with pytest.raises(InventoryError, match="unknown host"):
+        inv.select(["rx7"])
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, float]:
+    started = time.monotonic()
+    code = main(args)
+    return code, capsys.readouterr().err, time.monotonic() - started
+
+
+@pytest.mark.parametrize("command", ["deploy", "probe", "rollback"])
+def test_injection_refused_before_connecting(tmp_path: Path, command: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    inv = write_inventory(tmp_path, {"nics": {"nic-1": "eth0; reboot"}})
+    args = [command, "--inventory", str(inv)]
+    if command == "deploy":
+        args.insert(1, str(write_plan(tmp_path)))
+    code, err, seconds = run_cli(args, capsys)
+    # 192.0.2.1 is unroutable: any connection attempt would take the 10 s connect timeout
+    assert code == 2 and seconds < 5
+    assert "eth0; reboot" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("plan, message", [
+    ({**PLAN, "transmissions": [{**PLAN["transmissions"][0], "nic": "nic-9"}]}, "nic-9"),
+    ({**PLAN, "transmissions": [{**PLAN["transmissions"][0], "host": "rx9"}]}, "rx9"),
+    ({**PLAN, "transmissions": [{**PLAN["transmissions"][0], "host": "a;b"}]}, "host"),
+    ({**PLAN, "transmissions": [{**PLAN["transmissions"][0],
+                                 "setting": {"mode": "active_wait", "ring_slots": "many"}}]},
+     "ring_slots"),
+    ({"nictune_plan": 7}, "nictune_plan"),
+])
+def test_bad_plans_refused(tmp_path: Path, plan: dict, message: str,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    inv = write_inventory(tmp_path)
+    code, err, seconds = run_cli(["deploy", str(write_plan(tmp_path, plan)), "--inventory",
+                                  str(inv)], capsys)
+    assert code == 2 and seconds < 5 and message in err
+
+
+def test_bad_options_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inv, plan = str(write_inventory(tmp_path)), str(write_plan(tmp_path))
+    for args in (["deploy", "--inventory", inv],
+                 ["deploy", plan, "--inventory", inv, "--confirm"],
+                 ["deploy", plan, "--inventory", inv, "--confirm-timeout", "0"],
+                 ["deploy", plan, "--inventory", inv, "--hosts", "nobody"],
+                 ["probe", "--inventory", inv, "--workers", "0"]):
+        code, err, _ = run_cli(args, capsys)
+        assert code == 2, args
+        assert "Traceback" not in err

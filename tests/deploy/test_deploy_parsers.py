@@ -1,0 +1,155 @@
+"""The parsers read every real ethtool / /proc/interrupts output in ethtool-samples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nictune.deploy import parsers
+
+SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "ethtool-samples"
+PARSE = {
+    "ethtool-c": parsers.parse_coalesce, "ethtool-g": parsers.parse_ring,
+    "ethtool-l": parsers.parse_channels, "ethtool-k": parsers.parse_features,
+    "ethtool-i": parsers.parse_driver_info, "ethtool-json-g": parsers.parse_json_ring,
+    "ethtool-json-k": parsers.parse_json_features,
+    "proc-interrupts": parsers.parse_interrupts,
+}
+
+
+def sample(shared: Path, name: str) -> str:
+    return (shared / "data" / "ethtool-samples" / name).read_text()
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SAMPLES.glob("*.txt")))
+def test_every_sample_parses(shared: Path, name: str) -> None:
+    command = name.split("__")[1]
+    text = sample(shared, name)
+    result = PARSE[command](text)
+    if parsers.unsupported(text):
+        assert result is None or result == {}
+    else:
+        assert result, f"{name} parsed to nothing"
+
+
+def test_sample_set_is_complete(shared: Path) -> None:
+    names = {p.name for p in (shared / "data" / "ethtool-samples").glob("*.txt")}
+    assert len(names) >= 40 and {n.split("__")[1] for n in names} == set(PARSE)
+
+
+def test_annotated_e1000e_ring_ignores_the_pasted_comment(shared: Path) -> None:
+    ring = parsers.parse_ring(sample(shared, "e1000e__ethtool-g__1.txt"))
+    assert ring is not None
+    assert ring["current"]["rx"] == 256 and ring["max"]["rx"] == 4096
+    assert ring["current"]["tx-push"] is False and ring["current"]["rx-mini"] is None
+
+
+def test_partial_json_features_is_repaired(shared: Path) -> None:
+    feats = parsers.parse_json_features(sample(shared, "unknown__ethtool-json-k__1.txt"))
+    assert feats["rx-checksumming"] == {"active": False, "fixed": True, "requested": False}
+    assert feats["tx-checksumming"]["requested"] is None
+    assert "tx-scatter-gather" in feats
+
+
+def test_partial_ring_has_only_maximums(shared: Path) -> None:
+    ring = parsers.parse_ring(sample(shared, "r8169__ethtool-g__1.txt"))
+    assert ring == {"max": {"rx": 255, "rx-mini": None, "rx-jumbo": None, "tx": 255,
+                            "tx-push-buff-len": None}, "current": {}}
+
+
+@pytest.mark.parametrize("name", ["veth__ethtool-c__1.txt", "veth__ethtool-g__1.txt",
+                                  "r8169__ethtool-l__1.txt", "netxen_nic__ethtool-l__1.txt"])
+def test_unsupported_wordings(shared: Path, name: str) -> None:
+    text = sample(shared, name)
+    assert parsers.unsupported(text)
+    assert PARSE[name.split("__")[1]](text) is None
+
+
+def test_coalesce_layouts(shared: Path) -> None:
+    mlx = parsers.parse_coalesce(sample(shared, "mlx5_core__ethtool-c__1.txt"))
+    assert mlx is not None
+    assert (mlx["adaptive-rx"], mlx["rx-usecs"], mlx["rx-frames"]) == (True, 8, 128)
+    assert (mlx["cqe-mode-rx"], mlx["cqe-mode-tx"]) == (True, False)
+    assert mlx["rx-usecs-irq"] is None
+    tabbed = parsers.parse_coalesce(sample(shared, "unknown__ethtool-c__1.txt"))
+    assert tabbed is not None
+    assert tabbed["rx-usecs"] == 3 and tabbed["rx-frames"] is None
+    assert tabbed["adaptive-rx"] is None
+    old = parsers.parse_coalesce(sample(shared, "i40e__ethtool-c__1.txt"))
+    assert old is not None and old["rx-frames-irq"] == 256 and old["adaptive-rx"] is True
+
+
+def test_channels_old_and_netlink(shared: Path) -> None:
+    old = parsers.parse_channels(sample(shared, "hv_netvsc__ethtool-l__1.txt"))
+    new = parsers.parse_channels(sample(shared, "hv_netvsc__ethtool-l__2.txt"))
+    veth = parsers.parse_channels(sample(shared, "veth__ethtool-l__1.txt"))
+    assert old and new and veth
+    assert old["current"] == {"rx": 0, "tx": 0, "other": 0, "combined": 8}
+    assert new["current"]["combined"] == 2 and new["current"]["rx"] is None
+    assert veth["max"]["rx"] == 2 and veth["current"]["rx"] == 1
+
+
+def test_features_text(shared: Path) -> None:
+    feats = parsers.parse_features(sample(shared, "hv_netvsc__ethtool-k__1.txt"))
+    assert feats is not None
+    assert feats["generic-receive-offload"] == {"active": True, "fixed": False,
+                                                "requested": True}
+    assert feats["highdma"]["fixed"] is True
+    assert feats["tx-checksum-ipv4"]["active"] is True  # indented sub-feature
+    assert parsers.parse_features("Features for x:\nrx-gro-list: off [requested on]\n") == {
+        "rx-gro-list": {"active": False, "fixed": False, "requested": True}}
+
+
+def test_json_ring(shared: Path) -> None:
+    ring = parsers.parse_json_ring(sample(shared, "unknown__ethtool-json-g__1.txt"))
+    assert ring["max"] == {"rx": 8192, "tx": 8192} and ring["current"]["rx"] == 1024
+
+
+def test_driver_info(shared: Path) -> None:
+    hv = parsers.parse_driver_info(sample(shared, "hv_netvsc__ethtool-i__1.txt"))
+    assert hv["driver"] == "hv_netvsc" and hv["bus-info"] == ""
+    assert hv["version"] == "5.10.102.1-microsoft-standard-W"
+    with pytest.raises(parsers.ParseError):
+        parsers.parse_driver_info("garbage")
+
+
+def irq_names(lines: list[parsers.IrqLine]) -> list[str]:
+    return [x.name for x in lines]
+
+
+def test_interrupts_by_driver_naming(shared: Path) -> None:
+    i40e = parsers.parse_interrupts(sample(shared, "i40e__proc-interrupts__1.txt"))
+    assert len(i40e[0].counts) == 4
+    assert next(x for x in i40e if x.irq == 7).name == ""  # empty action name
+    eth0 = irq_names(parsers.irqs_of(i40e, "eth0", bus_info="0000:01:00.0"))
+    assert "i40e-eth0-TxRx-3" in eth0 and "i40e-0000:01:00.0:misc" in eth0
+    assert "eth2" not in eth0 and "i40e-0000:01:00.1:misc" not in eth0
+    assert irq_names(parsers.irqs_of(i40e, "eth2")) == ["eth2"]
+    igb = parsers.parse_interrupts(sample(shared, "igb__proc-interrupts__1.txt"))
+    eth1 = irq_names(parsers.irqs_of(igb, "eth1"))
+    assert "eth1" in eth1 and "eth1-rx-3" in eth1 and "eth1-tx-0" in eth1
+    assert not any(n.startswith("eth10") for n in eth1)
+    ixgbe = parsers.parse_interrupts(sample(shared, "ixgbe__proc-interrupts__1.txt"))
+    assert len(ixgbe[0].counts) == 12
+    assert len(parsers.irqs_of(ixgbe, "eth0")) == 9  # eth0 + eth0-TxRx-0..7
+
+
+def test_interrupts_modern_formats(shared: Path) -> None:
+    mlx = parsers.parse_interrupts(sample(shared, "mlx5_core__proc-interrupts__1.txt"))
+    assert len(mlx) == 15 and len(mlx[0].counts) == 12  # no header line
+    assert mlx[0].chip == "IR-PCI-MSIX-0000:01:00.0 0-edge"
+    port0 = parsers.irqs_of(mlx, "enp1s0f0np0", bus_info="0000:01:00.0")
+    assert len(port0) == 13 and all("0000:01:00.0" in x.name for x in port0)
+    old = parsers.parse_interrupts(sample(shared, "mlx5_core__proc-interrupts__2.txt"))
+    assert len(parsers.irqs_of(old, "eth2", bus_info="0000:01:00.1")) == 7
+    virtio = parsers.parse_interrupts(sample(shared, "virtio_net__proc-interrupts__1.txt"))
+    assert irq_names(parsers.irqs_of(virtio, "eth0", device="virtio0")) == [
+        "virtio0-config", "virtio0-input.0", "virtio0-output.0"]
+    shared_line = next(x for x in virtio if x.irq == 11)
+    assert shared_line.actions == ["uhci_hcd:usb1", "virtio3"]
+
+
+def test_masks() -> None:
+    assert parsers.cpu_list("0-3,6") == [0, 1, 2, 3, 6]
+    assert parsers.hex_mask("00000000,00000002") == 2
