@@ -127,8 +127,6 @@ class _Share:
     """What a transmission gets from its core (arrays (P, T))."""
 
     rho_o: np.ndarray  # the others' load on the core, averaged over t's arrivals
-    wait_w: np.ndarray  # s of the others' packet work a packet of t waits for (round-robin)
-    high_o: np.ndarray  # the others' interrupt load
     high: np.ndarray  # interrupt load on the core (own included), averaged likewise
     r: np.ndarray  # packets/s t gets when the core saturates (inf: it keeps up)
     delivered: np.ndarray  # shared hosts: fluid packets delivered (NaN: use the closed form)
@@ -136,7 +134,8 @@ class _Share:
 
 
 def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray,
-                soft_load: np.ndarray, cap_q: np.ndarray) -> _Share:
+                soft_load: np.ndarray, cap_q: np.ndarray, sleeps: np.ndarray | None = None
+                ) -> _Share:
     """Share each core between the transmissions whose `irq_core` it is.
 
     A transmission alone on its host gets 1 − its own interrupt load. On a shared host the
@@ -145,22 +144,23 @@ def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     Σ_j min(λ_j, r)·w_j = 1 − H), and a fluid queue per transmission (capacity `cap_q`)
     carries backlog and drops from phase to phase. H counts active_wait's interrupts
     (`irq_load`); the batched modes' wake-ups (`soft_load`) slow the others down but vanish
-    when the core saturates (a consumer that never empties its ring is never woken).
+    when the core saturates (a consumer that never empties its ring is never woken); given
+    `sleeps` (which consumers still empty their rings), the others' wake-ups of those that
+    do count against a transmission's share.
     """
     shape = w.shape
     cpu = np.clip(1.0 - irq_load, 0.0, None)
     r = np.where(wl.local[None, :] * w > cpu, cpu / w, np.inf)
-    share = _Share(rho_o=np.zeros(shape), wait_w=np.zeros(shape), high_o=np.zeros(shape),
-                   high=irq_load.copy(), r=r,
+    share = _Share(rho_o=np.zeros(shape), high=irq_load.copy(), r=r,
                    delivered=np.full(shape, np.nan), q_end=np.zeros(shape))
     for cols in wl.groups:
-        _share_host(wl, b, w, irq_load, soft_load, cap_q, cols, share)
+        _share_host(wl, b, w, irq_load, soft_load, cap_q, cols, share, sleeps)
     return share
 
 
 def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray,
-                soft_load: np.ndarray, cap_q: np.ndarray, cols: np.ndarray, out: _Share
-                ) -> None:
+                soft_load: np.ndarray, cap_q: np.ndarray, cols: np.ndarray, out: _Share,
+                sleeps: np.ndarray | None) -> None:
     """The phases of one shared host (columns `cols`), written into `out`."""
     lam = wl.rate[cols]
     wj = w[:, cols]
@@ -168,6 +168,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     irq = irq_load[:, cols] * avg
     soft = irq + soft_load[:, cols] * avg
     own = lam * wj + soft
+    woken = soft_load[:, cols] * avg * (0.0 if sleeps is None else sleeps[:, cols])
     cap = cap_q[:, cols]
     same = (b.irq_core[:, cols, None] == b.irq_core[:, None, cols]).astype(float)
     start = wl.start[cols]
@@ -175,9 +176,6 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     edges = np.unique(np.concatenate([start, end]))
     rho = np.zeros(wj.shape)
     high = np.zeros(wj.shape)
-    wait_w = np.zeros(wj.shape)
-    high_o = np.zeros(wj.shape)
-    busy_w = np.clip(lam * wj, 0.0, 1.0) * wj  # each other drainer is busy with prob ≈ λw
     q = np.zeros(wj.shape)
     done = np.zeros(wj.shape)
     inflow = wl.n[cols] / np.maximum(wl.span[cols], _TINY)  # n packets over the span
@@ -188,20 +186,16 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
             continue
         m = same * (act[:, None] & act[None, :])[None]
         h = np.einsum("pij,pj->pi", m, irq)
-        rk = _waterfill(m, lam, wj, np.clip(1.0 - h, 0.0, None))
+        h_o = np.einsum("pij,pj->pi", m, woken) - woken
+        rk = _waterfill(m, lam, wj, np.clip(1.0 - h - h_o, 0.0, None))
         rho += act * (np.einsum("pij,pj->pi", m, own) - own) * length
         high += act * h * length
-        high_o += act * (np.einsum("pij,pj->pi", m, soft) - soft) * length
-        wait_w += act * (np.einsum("pij,pj->pi", m, busy_w) - busy_w) * length
         avail = q + act * inflow * length
-        taken = np.minimum(avail, rk * length)
-        q = avail - taken
-        q = np.minimum(q, cap)
+        taken = np.where(act, np.minimum(avail, rk * length), 0.0)
+        q = np.minimum(avail - taken, cap)
         done += taken
     span = np.maximum(wl.span[cols], _TINY)
     out.rho_o[:, cols] = rho / span
-    out.wait_w[:, cols] = wait_w / span
-    out.high_o[:, cols] = high_o / span
     out.high[:, cols] = np.where(wl.span[cols] > 0, high / span, out.high[:, cols])
     out.delivered[:, cols] = np.where(wl.span[cols] > 0, done + q, np.nan)
     out.q_end[:, cols] = q
@@ -223,7 +217,8 @@ def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray) -
 def _poisson_excess(mu: np.ndarray, k: np.ndarray) -> np.ndarray:
     """E[(X − k)+] for X ~ Poisson(mu): mu·P(X ≥ k) − k·P(X > k)."""
     kf = np.floor(np.maximum(k, 0.0))
-    return np.clip(mu * pdtrc(kf - 1, mu) - kf * pdtrc(kf, mu), 0.0, None)
+    at_least = np.where(kf > 0, pdtrc(np.maximum(kf - 1, 0.0), mu), 1.0)
+    return np.clip(mu * at_least - kf * pdtrc(kf, mu), 0.0, None)
 
 
 @dataclass
@@ -274,13 +269,16 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     n_wake = _packets_at_wake(lam, wm, tau, poisson)
     # interrupt rate while arriving, as if alone on the core: batched modes pay Ti once per
     # cycle (k timer periods; n_w + what arrives during the drain), so they self-regulate
-    free = np.clip(1.0 - lam * w, 1e-6, None)
-    k_alone = np.maximum(1.0, np.ceil(ti / (period * free) - 1e-9))
-    per_wake = n_wake + lam * (ti + n_wake * w) / free
-    soft_rate = np.select([pas, wat], [1.0 / (k_alone * period), lam / per_wake], 0.0)
     cap_q = np.where(act, wl.backlog[None, :], b.ring_slots)
-    share = _core_share(wl, b, w, np.where(act, lam * ti, 0.0), soft_rate * ti, cap_q)
+    hard = np.where(act, lam * ti, 0.0)
+    soft = _wake_load(lam, w, ti, period, n_wake, pas, wat)
+    share = _core_share(wl, b, w, hard, soft, cap_q)
     ws = w / np.clip(1.0 - share.rho_o, 0.02, None)
+    if wl.groups:  # shared hosts: the others' wake-ups are real while they still sleep
+        sleeps = (pas | wat) & (lam * ws < 1.0) & ~np.isfinite(share.r)
+        soft = _wake_load(lam, ws, ti, period, n_wake, pas, wat)
+        share = _core_share(wl, b, w, hard, soft, cap_q, sleeps)
+        ws = w / np.clip(1.0 - share.rho_o, 0.02, None)
     cx = _Ctx(wl=wl, lam=lam, n=n, span=wl.span[None, :], ti=ti, ws=ws, ring=b.ring_slots,
               poisson=poisson, onoff=(wl.arrival == ONOFF)[None, :])
     parts = [(act, _active(cx, share.high)), (pas, _passive(cx, period)),
@@ -319,6 +317,16 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     }
 
 
+def _wake_load(lam: np.ndarray, w: np.ndarray, ti: np.ndarray, period: np.ndarray,
+               n_wake: np.ndarray, pas: np.ndarray, wat: np.ndarray) -> np.ndarray:
+    """CPU share of the batched modes' wake-ups (Ti once per cycle of k timer periods, or per
+    n_w packets plus what arrives while draining) for a packet cost w."""
+    free = np.clip(1.0 - lam * w, 1e-6, None)
+    k = np.maximum(1.0, np.ceil(ti / (period * free) - 1e-9))
+    per_wake = n_wake + lam * (ti + n_wake * w) / free
+    return np.select([pas, wat], [ti / (k * period), lam * ti / per_wake], 0.0)
+
+
 def _active(cx: _Ctx, high: np.ndarray) -> _Mode:
     """An interrupt per packet; M/D/1-like waiting for Poisson arrivals."""
     rho = np.clip(cx.lam * (cx.ti + cx.ws), 0.0, 0.999)
@@ -344,19 +352,57 @@ def _busy_poll(cx: _Ctx) -> _Mode:
 
 
 def _passive(cx: _Ctx, period: np.ndarray) -> _Mode:
-    """Timer ticks every T; a tick that finds the consumer idle wakes it.
+    """Timer ticks every T; a tick that finds the consumer idle wakes it (`_passive_map`).
 
-    The cycle is iterated as a map on the ring's content q at the start of a drain: the
-    drain lasts d = q·w / (1 − λw), the next tick that comes after it is k periods after the
-    last (k = ⌈(Ti + d) / T⌉), and what arrives from the drain's end to that tick + Ti refills
+    onoff arrivals: when a burst holds several cycles, the cycle is that of the burst rate
+    and the gaps between bursts add idle ticks; when the cycle is longer than a burst, the
+    arrivals are treated as smooth at the average rate.
+    """
+    lam, ti, ws, ring = cx.lam, cx.ti, cx.ws, cx.ring
+    cycle, taken, arrived, p_empty = _passive_map(lam, ws, ti, period, ring, cx.poisson)
+    on, off = cx.wl.on[None, :], cx.wl.off[None, :]
+    smooth = cx.onoff & (cycle > on / 2.0)
+    if smooth.any():
+        avg = _passive_map(cx.wl.rate[None, :], ws, ti, period, ring, cx.poisson)
+        cycle, taken, arrived, p_empty = (np.where(smooth, x, y) for x, y in zip(
+            avg, (cycle, taken, arrived, p_empty), strict=True))
+    bursty = cx.onoff & ~smooth
+    # λw ≥ 1: the consumer never empties its ring while packets arrive (one wake-up)
+    cycle = np.minimum(cycle, np.maximum(np.where(bursty, on, cx.span), period))
+    k_idle = np.maximum(1.0, np.ceil(ti / period - 1e-9))
+    bursts = cx.wl.bursts[None, :]
+    gap_ticks = np.where(bursty, (bursts - 1.0) * off / (k_idle * period), 0.0)
+    ticks = np.where(cx.poisson | cx.onoff, cx.span / cycle + 0.5,
+                     np.ceil(cx.span / cycle - 1e-9))
+    ticks = np.where(bursty, bursts * (on / cycle + 0.5), ticks)
+    resid = np.where(cx.poisson | cx.onoff, cycle / 2.0,
+                     np.ceil(cx.span / cycle - 1e-9) * cycle - cx.span)
+    resid = np.where(cycle >= np.where(bursty, on, cx.span), 0.0, resid)
+    last_n = np.clip(lam * np.minimum(cycle, resid + ti), 1.0, ring)
+    delivered = cx.n * np.clip(taken / np.maximum(arrived, _TINY), 0.0, 1.0)
+    zero = np.zeros_like(delivered)
+    return _Mode(interrupts=np.maximum(1.0, ticks + gap_ticks),
+                 empty=np.clip(ticks - 1.0, 0.0, None) * p_empty + gap_ticks,
+                 delivered=delivered, stranded=zero,
+                 duration=cx.span + resid + ti + last_n * ws,
+                 lat_mean=cycle / 2.0 + ti + taken * ws / 2.0,
+                 lat_p99=0.99 * cycle + ti + taken * ws)
+
+
+def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                 ring: np.ndarray, poisson: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(cycle s, packets taken, packets arrived, P(empty wake-up)) of a passive cycle.
+
+    Iterated as a map on the ring's content q at the start of a drain: the drain lasts
+    d = q·w / (1 − λw), the next tick that comes after it is k periods after the last
+    (k = ⌈(Ti + d) / T⌉), and what arrives from the drain's end to that tick + Ti refills
     the ring, capped at R (Poisson: E[min(X, R)]). For λw > ½ the map's fixed point is
     unstable and it settles on a cycle; the statistics are averaged over its last steps.
     """
-    lam, ti, ws, ring = cx.lam, cx.ti, cx.ws, cx.ring
     free = np.clip(1.0 - lam * ws, 1e-6, None)
     shape = np.broadcast_shapes(lam.shape, ws.shape, period.shape, ring.shape)
     q = np.minimum(ring, 1.0 + lam * (period + ti))  # the first tick
-    stats = np.zeros((4, *shape))  # cycle s, packets taken, arrivals, empty wake-ups
+    stats = np.zeros((4, *shape))
     steps, keep = 24, 12
     k_idle = np.maximum(1.0, np.ceil(ti / period - 1e-9))
     for i in range(steps):
@@ -366,36 +412,14 @@ def _passive(cx: _Ctx, period: np.ndarray) -> _Mode:
         p0 = np.exp(-q)
         d_pos = q / np.maximum(1.0 - p0, 1e-12) * ws / free
         k_pos = np.maximum(1.0, np.ceil((ti + d_pos) / period - 1e-9))
-        k = np.where(cx.poisson, p0 * k_idle + (1.0 - p0) * k_pos, k)
+        k = np.where(poisson, p0 * k_idle + (1.0 - p0) * k_pos, k)
         x = np.clip(lam * (k * period - d), 0.0, None)
-        q_new = np.where(cx.poisson, x - _poisson_excess(x, ring), np.minimum(x, ring))
+        q_new = np.where(poisson, x - _poisson_excess(x, ring), np.minimum(x, ring))
         if i >= steps - keep:
             stats += (k * period, q + lam * d, x + lam * d, np.where(
-                cx.poisson, np.exp(-x), np.clip(1.0 - x, 0.0, 1.0)))
+                poisson, np.exp(-x), np.clip(1.0 - x, 0.0, 1.0)))
         q = q_new
-    cycle, taken, arrived, p_empty = stats / keep
-    # λw ≥ 1: the consumer never empties its ring while packets arrive (one wake-up)
-    cycle = np.minimum(cycle, np.maximum(cx.span, period))
-    # ticks while packets arrive, plus (onoff) the idle ticks in the gaps, plus the last one
-    idle_k = np.maximum(1.0, np.ceil(ti / period - 1e-9))
-    gaps = np.where(cx.onoff, (cx.wl.bursts[None, :] - 1) * np.clip(
-        cx.wl.off[None, :] - cycle, 0.0, None), 0.0)
-    ticks_gap = gaps / (idle_k * period)
-    ticks = np.where(cx.poisson | cx.onoff, (cx.span - gaps) / cycle + 0.5,
-                     np.ceil(cx.span / cycle - 1e-9))
-    resid = np.where(cx.poisson | cx.onoff, cycle / 2.0,
-                     np.ceil(cx.span / cycle - 1e-9) * cycle - cx.span)
-    resid = np.where(cycle >= cx.span, 0.0, resid)
-    per_cycle = taken
-    last_n = np.clip(lam * np.minimum(cycle, resid + ti), 1.0, ring)
-    delivered = cx.n * np.clip(taken / np.maximum(arrived, _TINY), 0.0, 1.0)
-    zero = np.zeros_like(delivered)
-    return _Mode(interrupts=np.maximum(1.0, ticks + ticks_gap),
-                 empty=np.clip(ticks - 1.0, 0.0, None) * p_empty + ticks_gap,
-                 delivered=delivered, stranded=zero,
-                 duration=cx.span + resid + ti + last_n * ws,
-                 lat_mean=cycle / 2.0 + ti + per_cycle * ws / 2.0,
-                 lat_p99=0.99 * cycle + ti + per_cycle * ws)
+    return tuple(stats / keep)
 
 
 def _packets_at_wake(lam: np.ndarray, wm: np.ndarray, tau: np.ndarray,
@@ -461,7 +485,8 @@ def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np
     on = wl.on[None, :] + 1.0 / lam
     per_burst, bursts = wl.per_burst[None, :], wl.bursts[None, :]
     q = np.clip((lam - r) * on, 0.0, cap)
-    mid = np.minimum(per_burst, r * on + np.minimum(q, r * np.clip(wl.off[None, :], 0.0, None)))
+    # between bursts the queue drains with the core to itself
+    mid = np.minimum(per_burst, r * on + np.minimum(q, np.clip(wl.off[None, :], 0.0, None) / w))
     last_n = n - (bursts - 1.0) * per_burst
     last_on = np.minimum(on, last_n / lam)
     last = np.minimum(last_n, r * last_on + cap)
@@ -480,7 +505,8 @@ def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np
         "lat_mean": lat,
         "lat_p99": lat * 1.02,
         "stranded": np.zeros_like(r),
-        "interrupts": np.where(batched, np.minimum(res["interrupts"], 1.0), res["interrupts"]),
+        "interrupts": np.where(batched, np.where(cx.onoff, np.minimum(
+            res["interrupts"], wl.bursts[None, :]), 1.0), res["interrupts"]),
         "empty": np.where(batched, 0.0, res["empty"]),
     }
     for key, value in upd.items():
