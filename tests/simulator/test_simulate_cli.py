@@ -1,0 +1,119 @@
+"""`nictune simulate` through nictune.cli.main, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from nictune.cli import main
+from nictune.simulator.metrics import CONTRACT_KEYS
+
+CONFIG = {
+    "hosts": {"h": {"cores": 2}},
+    "nics": {"n1": {"host": "h", "link": "10Gbit/s"},
+             "n2": {"host": "h", "link": "10Gbit/s", "irq_core": 1}},
+    "transmissions": [
+        {"id": "a", "nic": "n1", "size": "3MB", "packet_size": 1000, "rate": "50kpps"},
+        {"id": "b", "nic": "n2", "size": "250MB", "packet_size": 1000, "rate": "200kpps",
+         "default": {"mode": "passive_wait", "poll_interval": "1ms", "irq_core": 1}},
+    ],
+}
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(CONFIG))
+    return str(path)
+
+
+def results(capsys, *argv: str) -> list[dict]:
+    assert main(["simulate", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["results"]
+
+
+def test_json_has_the_contract_keys_for_every_transmission(cfg, capsys):
+    out = results(capsys, cfg)
+    assert [r["transmission"] for r in out] == ["a", "b"]
+    for r in out:
+        assert set(CONTRACT_KEYS) <= set(r)
+        assert set(r["setting"]) >= {"mode", "poll_interval_s", "watermark",
+                                     "watermark_timeout_s", "ring_slots", "irq_core"}
+        assert r["engine"] == "des"
+    a, b = out
+    assert a["setting"]["mode"] == "watermark" and a["setting"]["watermark"] == 128  # PF_RING
+    assert b["setting"] == {"mode": "passive_wait", "poll_interval_s": pytest.approx(1e-3),
+                            "watermark": None, "watermark_timeout_s": None,
+                            "ring_slots": 4096, "irq_core": 1, "placement": "same_core"}
+    assert b["extrapolated"] and b["window_packets"] == 200_000
+    assert not a["extrapolated"] and a["packets_offered"] == 3000
+
+
+def test_setting_options_override_the_default_with_units(cfg, capsys):
+    (b,) = results(capsys, cfg, "--transmission", "b", "--poll-interval", "500us",
+                   "--ring-slots", "1024")
+    assert b["setting"]["poll_interval_s"] == pytest.approx(500e-6)
+    assert b["setting"]["ring_slots"] == 1024 and b["setting"]["irq_core"] == 1
+    assert b["interrupts"] == pytest.approx(b["duration_s"] / 500e-6, rel=0.01)
+    (a,) = results(capsys, cfg, "--transmission", "a", "--mode", "watermark", "--watermark",
+                   "10", "--watermark-timeout", "0")
+    assert a["setting"]["watermark_timeout_s"] == 0 and a["empty_wakeups"] == 0
+    assert a["packets_stranded"] < 10 and 250 < a["interrupts"] <= 300
+    (a,) = results(capsys, cfg, "--transmission", "a", "--mode", "busy_poll", "--exact",
+                   "--engine", "des")
+    assert a["interrupts"] == 0 and a["cpu_util"] == pytest.approx(1.0)
+
+
+def test_exact_and_seed(cfg, capsys):
+    (b,) = results(capsys, cfg, "--transmission", "b", "--exact")
+    assert not b["extrapolated"] and b["window_packets"] == 250_000
+    one = results(capsys, cfg, "--seed", "3")
+    assert results(capsys, cfg, "--seed", "3") == one
+    assert results(capsys, cfg, "--seed", "4") != one
+
+
+def test_fast_engine(cfg, capsys):
+    out = results(capsys, cfg, "--engine", "fast")
+    assert [r["engine"] for r in out] == ["fast", "fast"]
+
+
+def test_table_by_default(cfg, capsys):
+    assert main(["simulate", cfg]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["id", "setting", "throughput", "delivered", "dropped",
+                                "stranded", "interrupts", "cpu", "latency", "p99"]
+    assert lines[1].startswith("a ") and "watermark W=128" in lines[1]
+    assert lines[2].startswith("b~") and "passive_wait every 1 ms" in lines[2]
+    assert "first 200000 packets" in lines[3]
+    assert len({len(line) for line in lines[:3]}) <= 3  # aligned columns, trailing trimmed
+    assert lines[1].index("bit/s") == lines[2].index("bit/s")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--mode", "passive_wait"], "options for a: poll_interval: is required"),
+    (["--watermark", "4000"], "watermark: must be between 1 and 2048"),
+    (["--poll-interval", "5us"], "poll_interval: is not used by mode watermark"),
+    (["--mode", "passive_wait", "--poll-interval", "5 lightyears"], "unknown unit 'lightyears'"),
+    (["--ring-slots", "10"], "ring_slots: must be between 64 and 32768"),
+    (["--transmission", "zz"], "no transmission 'zz'"),
+])
+def test_bad_options_exit_2_with_one_line(cfg, capsys, argv, message):
+    assert main(["simulate", cfg, *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_argparse_errors_and_bad_config_exit_2(tmp_path, cfg, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["simulate", cfg, "--engine", "warp"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        main(["simulate", cfg, "--watermark", "many"])
+    assert e.value.code == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**CONFIG, "hostz": {}}))
+    assert main(["simulate", str(bad)]) == 2
+    assert "unknown key 'hostz'" in capsys.readouterr().err
+    assert main(["simulate", str(tmp_path / "missing.yaml")]) == 2
