@@ -359,13 +359,13 @@ def _passive(cx: _Ctx, period: np.ndarray) -> _Mode:
     arrivals are treated as smooth at the average rate.
     """
     lam, ti, ws, ring = cx.lam, cx.ti, cx.ws, cx.ring
-    cycle, taken, arrived, p_empty = _passive_map(lam, ws, ti, period, ring, cx.poisson)
+    cycle, taken, dropped, p_empty = _passive_map(lam, ws, ti, period, ring, cx.poisson)
     on, off = cx.wl.on[None, :], cx.wl.off[None, :]
     smooth = cx.onoff & (cycle > on / 2.0)
     if smooth.any():
         avg = _passive_map(cx.wl.rate[None, :], ws, ti, period, ring, cx.poisson)
-        cycle, taken, arrived, p_empty = (np.where(smooth, x, y) for x, y in zip(
-            avg, (cycle, taken, arrived, p_empty), strict=True))
+        cycle, taken, dropped, p_empty = (np.where(smooth, x, y) for x, y in zip(
+            avg, (cycle, taken, dropped, p_empty), strict=True))
     bursty = cx.onoff & ~smooth
     # λw ≥ 1: the consumer never empties its ring while packets arrive (one wake-up)
     cycle = np.minimum(cycle, np.maximum(np.where(bursty, on, cx.span), period))
@@ -379,7 +379,7 @@ def _passive(cx: _Ctx, period: np.ndarray) -> _Mode:
                      np.ceil(cx.span / cycle - 1e-9) * cycle - cx.span)
     resid = np.where(cycle >= np.where(bursty, on, cx.span), 0.0, resid)
     last_n = np.clip(lam * np.minimum(cycle, resid + ti), 1.0, ring)
-    delivered = cx.n * np.clip(taken / np.maximum(arrived, _TINY), 0.0, 1.0)
+    delivered = cx.n * np.clip(1.0 - dropped / np.maximum(taken + dropped, _TINY), 0.0, 1.0)
     zero = np.zeros_like(delivered)
     return _Mode(interrupts=np.maximum(1.0, ticks + gap_ticks),
                  empty=np.clip(ticks - 1.0, 0.0, None) * p_empty + gap_ticks,
@@ -391,35 +391,48 @@ def _passive(cx: _Ctx, period: np.ndarray) -> _Mode:
 
 def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
                  ring: np.ndarray, poisson: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(cycle s, packets taken, packets arrived, P(empty wake-up)) of a passive cycle.
+    """(cycle s, packets taken, packets dropped, P(empty wake-up)) of a passive cycle.
 
     Iterated as a map on the ring's content q at the start of a drain: the drain lasts
     d = q·w / (1 − λw), the next tick that comes after it is k periods after the last
     (k = ⌈(Ti + d) / T⌉), and what arrives from the drain's end to that tick + Ti refills
-    the ring, capped at R (Poisson: E[min(X, R)]). For λw > ½ the map's fixed point is
-    unstable and it settles on a cycle; the statistics are averaged over its last steps.
+    the ring, capped at R (Poisson: E[min(X, R)]). With Poisson arrivals q is random and k
+    is its expectation over q (`_mean_ceil`). For λw > ½ the deterministic map's fixed point
+    is unstable and it settles on a cycle; the statistics average its last steps.
     """
     free = np.clip(1.0 - lam * ws, 1e-6, None)
     shape = np.broadcast_shapes(lam.shape, ws.shape, period.shape, ring.shape)
     q = np.minimum(ring, 1.0 + lam * (period + ti))  # the first tick
     stats = np.zeros((4, *shape))
     steps, keep = 24, 12
+    a = ws / free / period  # periods of drain per packet in the ring
     k_idle = np.maximum(1.0, np.ceil(ti / period - 1e-9))
     for i in range(steps):
         d = q * ws / free
         k = np.maximum(1.0, np.ceil((ti + d) / period - 1e-9))
-        # Poisson: q is random; k is ⌈Ti/T⌉ when the ring was empty, else ⌈(Ti + d₊)/T⌉
-        p0 = np.exp(-q)
-        d_pos = q / np.maximum(1.0 - p0, 1e-12) * ws / free
-        k_pos = np.maximum(1.0, np.ceil((ti + d_pos) / period - 1e-9))
-        k = np.where(poisson, p0 * k_idle + (1.0 - p0) * k_pos, k)
+        if poisson.any():
+            # an empty ring gives ⌈Ti/T⌉; otherwise E⌈(Ti + q·w/(1 − λw))/T⌉ over q > 0
+            p0 = np.exp(-q)
+            mean = q / np.maximum(1.0 - p0, 1e-12)
+            var = np.clip((q + q * q) / np.maximum(1.0 - p0, 1e-12) - mean * mean, 0.0, None)
+            k_pos = np.maximum(1.0, _mean_ceil(ti / period + mean * a, np.sqrt(var) * a))
+            k = np.where(poisson, p0 * k_idle + (1.0 - p0) * k_pos, k)
         x = np.clip(lam * (k * period - d), 0.0, None)
         q_new = np.where(poisson, x - _poisson_excess(x, ring), np.minimum(x, ring))
         if i >= steps - keep:
-            stats += (k * period, q + lam * d, x + lam * d, np.where(
+            stats += (k * period, q + lam * d, x - q_new, np.where(
                 poisson, np.exp(-x), np.clip(1.0 - x, 0.0, 1.0)))
         q = q_new
     return tuple(stats / keep)
+
+
+def _mean_ceil(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """E⌈Y⌉ for Y ≈ Normal(mu, sigma²): mu + ½ + Σₖ sin(2πk·mu)/(πk)·exp(−2π²k²σ²)."""
+    out = mu + 0.5
+    for k in range(1, 7):
+        out = out + np.sin(2 * np.pi * k * mu) / (np.pi * k) * np.exp(
+            -2 * np.pi**2 * k * k * sigma * sigma)
+    return np.where(sigma < 0.12, np.ceil(mu - 1e-9), out)
 
 
 def _packets_at_wake(lam: np.ndarray, wm: np.ndarray, tau: np.ndarray,
@@ -505,9 +518,11 @@ def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np
         "lat_mean": lat,
         "lat_p99": lat * 1.02,
         "stranded": np.zeros_like(r),
-        "interrupts": np.where(batched, np.where(cx.onoff, np.minimum(
+        # a consumer that never empties its ring is woken once (onoff: once per burst,
+        # plus its timer ticks in the gaps)
+        "interrupts": np.where(batched, np.where(cx.onoff, np.maximum(
             res["interrupts"], wl.bursts[None, :]), 1.0), res["interrupts"]),
-        "empty": np.where(batched, 0.0, res["empty"]),
+        "empty": np.where(batched & ~cx.onoff, 0.0, res["empty"]),
     }
     for key, value in upd.items():
         res[key] = np.where(sat, value, res[key])
