@@ -361,11 +361,13 @@ def _passive(cx: _Ctx, period: np.ndarray) -> _Mode:
     lam, ti, ws, ring = cx.lam, cx.ti, cx.ws, cx.ring
     cycle, taken, dropped, p_empty = _passive_map(lam, ws, ti, period, ring, cx.poisson)
     on, off = cx.wl.on[None, :], cx.wl.off[None, :]
-    smooth = cx.onoff & (cycle > on / 2.0)
-    if smooth.any():
+    if cx.onoff.any():
         avg = _passive_map(cx.wl.rate[None, :], ws, ti, period, ring, cx.poisson)
+        smooth = cx.onoff & (avg[0] > on + off) & (lam * ws < 1.0)
         cycle, taken, dropped, p_empty = (np.where(smooth, x, y) for x, y in zip(
             avg, (cycle, taken, dropped, p_empty), strict=True))
+    else:
+        smooth = cx.onoff
     bursty = cx.onoff & ~smooth
     # λw ≥ 1: the consumer never empties its ring while packets arrive (one wake-up)
     cycle = np.minimum(cycle, np.maximum(np.where(bursty, on, cx.span), period))
@@ -416,7 +418,8 @@ def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
             mean = q / np.maximum(1.0 - p0, 1e-12)
             var = np.clip((q + q * q) / np.maximum(1.0 - p0, 1e-12) - mean * mean, 0.0, None)
             k_pos = np.maximum(1.0, _mean_ceil(ti / period + mean * a, np.sqrt(var) * a))
-            k = np.where(poisson, p0 * k_idle + (1.0 - p0) * k_pos, k)
+            # past λw = ½ the noise is amplified into the deterministic map's own cycle
+            k = np.where(poisson & (lam * ws < 0.5), p0 * k_idle + (1.0 - p0) * k_pos, k)
         x = np.clip(lam * (k * period - d), 0.0, None)
         q_new = np.where(poisson, x - _poisson_excess(x, ring), np.minimum(x, ring))
         if i >= steps - keep:
