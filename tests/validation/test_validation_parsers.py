@@ -1,0 +1,152 @@
+"""hping3 output, receiver counters and statistics, on outputs captured on this machine
+(tests/validation/data) and on real NIC samples from ../shared/data/ethtool-samples."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from nictune.errors import InputError, RunError
+from nictune.model import NicSetting
+from nictune.plan import PlanEntry
+from nictune.validation import counters, stats, traffic
+
+DATA = Path(__file__).with_name("data")
+
+
+def capture(name: str) -> tuple[dict, traffic.TrafficSpec]:
+    raw = json.loads((DATA / f"hping3-{name}.json").read_text())
+    return raw, traffic.TrafficSpec(**raw["spec"])
+
+
+def entry(**kw: object) -> PlanEntry:
+    base = dict(id="t1", host="rx1", nic="n1", setting=NicSetting("active_wait"),
+                default_setting=NicSetting("busy_poll"), packet_size=1400, rate_pps=3600.0,
+                size_bytes=14_000_000.0)
+    base.update(kw)
+    return PlanEntry(**base)  # type: ignore[arg-type]
+
+
+def test_spec_scales_count_and_paces_rate() -> None:
+    spec = traffic.spec_for(entry(), "10.0.0.2", 20001, scale=0.01)
+    assert (spec.count, spec.interval_us, spec.payload) == (100, 278, 1372)
+    by_time = traffic.spec_for(entry(), "10.0.0.2", 20001, duration=2.0)
+    assert by_time.count == 7200
+    cmd = traffic.hping3_command(spec)
+    assert "hping3 --udp -q -p 20001 -d 1372 -c 100 -i u278 10.0.0.2" in cmd
+    assert cmd.startswith("date +%s.%N;") and cmd.endswith("exit $rc")
+    flood = traffic.hping3_command(traffic.flood_spec("t", "10.0.0.2", 9, 64, 2))
+    assert "timeout -s INT 2 hping3" in flood and "--flood" in flood and "-c" not in flood
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"scale": 0.0}, "--scale"), ({"scale": 2.0}, "--scale"), ({"duration": -1.0}, "--duration"),
+])
+def test_spec_rejects_bad_options(kw: dict, msg: str) -> None:
+    with pytest.raises(InputError, match=msg):
+        traffic.spec_for(entry(), "10.0.0.2", 1, **kw)
+
+
+def test_spec_needs_size_or_duration() -> None:
+    with pytest.raises(InputError, match="size_bytes"):
+        traffic.spec_for(entry(size_bytes=0.0), "10.0.0.2", 1, scale=0.5)
+    with pytest.raises(InputError, match="rate_pps"):
+        traffic.spec_for(entry(rate_pps=0.0), "10.0.0.2", 1, duration=1.0)
+
+
+def test_parse_real_count_run() -> None:
+    raw, spec = capture("count")
+    res = traffic.parse_hping3(raw["stdout"], raw["stderr"], raw["rc"], spec)
+    assert res.transmitted == 500 and res.bytes_sent == 500 * 1400
+    assert res.wall_s > traffic.LINGER_S
+    assert res.duration_s == pytest.approx(res.wall_s - traffic.LINGER_S)
+    assert 0 < res.rate_pps <= 1e6 / spec.interval_us * 1.05  # hping3 never beats its pace
+
+
+def test_parse_real_flood_run() -> None:
+    raw, spec = capture("flood")
+    assert raw["rc"] == 124  # timeout(1) stopped it, as intended
+    res = traffic.parse_hping3(raw["stdout"], raw["stderr"], raw["rc"], spec)
+    assert res.transmitted > 1000 and res.duration_s == pytest.approx(res.wall_s)
+
+
+@pytest.mark.parametrize("name, reason", [("unreachable", "output interface"),
+                                          ("badhost", "Unable to resolve")])
+def test_failed_runs_raise_with_hping3s_reason(name: str, reason: str) -> None:
+    raw, spec = capture(name)
+    with pytest.raises(RunError, match=reason):
+        traffic.parse_hping3(raw["stdout"], raw["stderr"], raw["rc"], spec)
+
+
+def test_veth_counters_from_a_real_capture() -> None:
+    raw = json.loads((DATA / "veth-counters.json").read_text())
+    d = counters.delta(raw["before"], raw["after"], raw["iface"])
+    assert d.nic_interrupts is None  # a veth has no IRQ lines
+    assert d.rx_packets is not None and d.rx_packets >= raw["packets"]
+    assert d.rx_bytes is not None and d.rx_bytes >= raw["packets"] * 500
+    assert d.rx_drop == 0 and d.nic_drops == 0
+    assert d.net_rx_softirqs > 0 and d.host_interrupts > 0 and d.context_switches > 0
+    assert d.cpu_busy_s >= 0
+
+
+@pytest.mark.parametrize("sample, iface, lines", [
+    ("igb__proc-interrupts__1.txt", "eth0", None),
+    ("ixgbe__proc-interrupts__1.txt", None, None),
+    ("i40e__proc-interrupts__1.txt", None, None),
+])
+def test_interrupt_lines_of_real_nics(shared: Path, sample: str, iface: str | None,
+                                      lines: int | None) -> None:
+    text = (shared / "data" / "ethtool-samples" / sample).read_text()
+    names = [x.split()[-1] for x in text.splitlines()[1:] if x.split()]
+    nic = iface or next(n.split("-")[0] for n in names if "-TxRx-" in n or "-rx-" in n
+                        or "-TxRx" in n)
+    found = counters.parse_interrupts(text, nic)
+    assert found, f"no lines for {nic}"
+    expected = [x for x in text.splitlines()[1:] if nic in x.split()[-1]]
+    assert len(found) == len(expected)
+    assert all(v >= 0 for v in found.values())
+
+
+def test_interrupts_by_irq_number_and_absent_nic(shared: Path) -> None:
+    text = (shared / "data" / "ethtool-samples" / "mlx5_core__proc-interrupts__1.txt").read_text()
+    found = counters.parse_interrupts(text, "ens1f0", irqs=("99", "109"))
+    assert found == {"99": 324 + 4360, "109": 2 + 395218}
+    assert counters.parse_interrupts(text, "ens1f0") is None
+
+
+def test_ethtool_stats_and_net_dev() -> None:
+    text = "NIC statistics:\n     rx_packets: 12\n     rx_missed_errors: 3\n     x: n/a\n"
+    assert counters.parse_ethtool_stats(text) == {"rx_packets": 12, "rx_missed_errors": 3}
+    dev = ("Inter-| Receive\n face |bytes packets\n  eth0: 100 2 0 1 0 0 0 0 5 1 0 0 0 0 0 0\n")
+    assert counters.parse_net_dev(dev, "eth0") == {
+        "rx_bytes": 100, "rx_packets": 2, "rx_errs": 0, "rx_drop": 1, "rx_fifo": 0,
+        "rx_frame": 0}
+    assert counters.parse_net_dev(dev, "eth1") is None
+
+
+def test_summary_confidence_interval() -> None:
+    s = stats.summarize([10.0, 12.0, 11.0, 13.0, 9.0])
+    assert s.mean == pytest.approx(11.0) and s.sd == pytest.approx(math.sqrt(2.5))
+    assert s.half_width == pytest.approx(2.776445 * math.sqrt(2.5) / math.sqrt(5), rel=1e-5)
+    one = stats.summarize([4.0])
+    assert (one.ci_low, one.ci_high) == (4.0, 4.0)
+
+
+def test_welch_matches_textbook_and_labels() -> None:
+    a = [19.1, 20.0, 20.5, 19.7, 20.2]
+    b = [21.0, 22.4, 21.7, 22.9, 21.5]
+    c = stats.compare("throughput", a, b)
+    va, vb = stats.summarize(a).sd ** 2 / 5, stats.summarize(b).sd ** 2 / 5
+    assert c.t == pytest.approx((sum(b) - sum(a)) / 5 / math.sqrt(va + vb))
+    assert c.significant and c.verdict == "improvement" and c.p_value < 0.01
+    assert c.change_ci[0] < c.change < c.change_ci[1]
+    flat = stats.compare("throughput", a, [x + 0.05 for x in reversed(a)])
+    assert not flat.significant and flat.verdict == "no significant difference"
+    fewer = stats.compare("interrupts", [100.0, 110, 105], [10.0, 12, 11],
+                          higher_is_better=False)
+    assert fewer.verdict == "improvement" and fewer.change < -0.8
+    worse = stats.compare("throughput", b, a)
+    assert worse.verdict == "regression"
