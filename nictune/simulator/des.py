@@ -20,6 +20,7 @@ What is an event and what is not:
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -36,7 +37,7 @@ from nictune.simulator.metrics import Metrics
 INF = math.inf
 SLEEP, WAKING, DRAIN, DONE = range(4)
 WAKE, AW = 0, 1  # interrupt kinds: a consumer wake-up, an active_wait packet
-FIRST_CHUNK = 16  # arrivals a drain looks at first (x4 while no end is found)
+FIRST_CHUNK = 16  # arrivals a drain scans in plain Python before NumPy slices (x4 each)
 MAX_CHUNK = 65536
 
 
@@ -47,6 +48,7 @@ class Consumer:
                  irq: float, poll_check: float, backlog: int):
         self.tid, self.setting, self.mode = t.id, setting, setting.mode
         self.A, self.n, self.w, self.Ti, self.Tc = arrivals, len(arrivals), w, irq, poll_check
+        self.AL: list[float] = arrivals.tolist()  # for scalar look-ups, faster than NumPy's
         self.R, self.B = setting.ring_slots, backlog
         self.T = setting.poll_interval or 0.0
         self.W = setting.watermark or 0
@@ -69,7 +71,7 @@ class Consumer:
         """Arrivals up to `t` enter the ring while it has room, the rest are dropped.
 
         Exact as long as nothing was taken from the ring since the previous call."""
-        k = int(self.A.searchsorted(t, "right"))
+        k = bisect.bisect_right(self.AL, t, self.nxt)
         m = k - self.nxt
         if m <= 0:
             return 0
@@ -88,7 +90,7 @@ class Consumer:
         return idx
 
     def tick(self, k: int) -> float:
-        return self.A[0] + k * self.T
+        return self.AL[0] + k * self.T
 
 
 class Core:
@@ -101,8 +103,9 @@ class Core:
     def __init__(self, env: simpy.Environment, consumers: Sequence[Consumer],
                  vectorised: bool = True):
         self.env, self.cs = env, list(consumers)
-        self.t = min(c.A[0] for c in self.cs)
+        self.t = min(c.AL[0] for c in self.cs)
         self.H = INF
+        self.soonest: tuple[float, simpy.Timeout] | None = None  # earliest wake-up scheduled
         self.irq_q: deque[tuple[Consumer, int, int]] = deque()
         self.irq_cur: tuple[Consumer, int, int] | None = None
         self.irq_end = INF
@@ -125,17 +128,24 @@ class Core:
             return
         for c in self.cs:
             if c.mode in ("passive_wait", "watermark"):
-                self._sleep(c, c.A[0])
+                self._sleep(c, c.AL[0])
         while True:
+            self.soonest = None
             self._advance(self.env.peek())
             if self.H == INF:
                 return
-            yield self.env.timeout(self.H - self.env.now)
+            if self.soonest is not None and self.soonest[0] == self.H:
+                yield self.soonest[1]  # the wake-up itself: its callback runs first
+            else:
+                yield self.env.timeout(self.H - self.env.now)
 
     def _schedule(self, c: Consumer, at: float) -> None:
-        ev = self.env.timeout(max(0.0, at - self.env.now))
+        delay = max(0.0, at - self.env.now)
+        ev = self.env.timeout(delay)
         ev.callbacks.append(lambda _ev, c=c: self._woken(c))
-        self.H = min(self.H, self.env.now + max(0.0, at - self.env.now))
+        when = self.env.now + delay  # what SimPy computes
+        if when < self.H:
+            self.H, self.soonest = when, (when, ev)
 
     def _woken(self, c: Consumer) -> None:
         if c.state == SLEEP:
@@ -175,12 +185,12 @@ class Core:
 
     def _next_driven(self, c: Consumer) -> float:
         if c.mode == "active_wait":
-            return c.A[c.nxt] if c.nxt < c.n else INF
+            return c.AL[c.nxt] if c.nxt < c.n else INF
         if c.requested:
             return INF
         if c.ring():
-            return c.A[c.acc[c.n_taken]] + c.Tc / 2
-        return c.A[c.nxt] + c.Tc / 2 if c.nxt < c.n else INF
+            return c.AL[int(c.acc[c.n_taken])] + c.Tc / 2
+        return c.AL[c.nxt] + c.Tc / 2 if c.nxt < c.n else INF
 
     def _dispatch(self) -> None:
         """Start interrupt work if any is queued, else packet work if any is requested."""
@@ -202,7 +212,7 @@ class Core:
                 return
             c.admit(t)
             if c.mode == "busy_poll":
-                if c.ring() and c.A[c.acc[c.n_taken]] + c.Tc / 2 <= t:
+                if c.ring() and c.AL[int(c.acc[c.n_taken])] + c.Tc / 2 <= t:
                     self._serve(c, c.take(), t + c.w)
                     return
                 c.requested = False
@@ -259,7 +269,7 @@ class Core:
             c.state = DONE  # ticks stop after the last delivery
             return
         if c.mode == "passive_wait":
-            k = max(1, math.ceil((x - c.A[0]) / c.T))
+            k = max(1, math.ceil((x - c.AL[0]) / c.T))
             while k > 1 and c.tick(k - 1) >= x:
                 k -= 1
             while c.tick(k) < x:
@@ -268,12 +278,12 @@ class Core:
                 k += c.step * self._empty_ticks(c, k)
             self._schedule(c, c.tick(k))
             return
-        first = c.A[c.acc[c.n_taken]] if q else c.A[c.nxt]
+        first = c.AL[int(c.acc[c.n_taken])] if q else c.AL[c.nxt]
         wake = INF
         if q >= c.W:
             wake = x
         elif c.nxt + c.W - q - 1 < c.n:
-            wake = c.A[c.nxt + c.W - q - 1]
+            wake = c.AL[c.nxt + c.W - q - 1]
         if c.tau > 0:
             wake = min(wake, max(x, first + c.tau))
         if wake == INF:
@@ -284,7 +294,7 @@ class Core:
     def _empty_ticks(self, c: Consumer, k: int) -> int:
         """Alone on its core, a passive consumer's ticks before the next arrival are empty
         wake-ups: count and pay them at once instead of simulating each."""
-        a = c.A[c.nxt]
+        a = c.AL[c.nxt]
         span = c.step * c.T
         m = max(0, math.ceil((a - c.Ti - c.tick(k)) / span))
         while m > 0 and c.tick(k + (m - 1) * c.step) + c.Ti >= a:
@@ -302,34 +312,15 @@ class Core:
         the slice ends where the ring runs empty, an arrival would overflow it, the next
         SimPy event comes, or the slice runs out. The last packet taken stays in service."""
         q, w = c.ring(), c.w
-        count, size = 0, FIRST_CHUNK + 2 * q
-        taken_n = accept = 0
-        while True:  # widen the slice until something ends the drain
-            count = min(c.n - c.nxt, size)
-            taken_n, accept = q + count, count
-            if not count:
-                break
-            fut = c.A[c.nxt:c.nxt + count]
-            pos = np.arange(q, q + count, dtype=np.float64)
-            gap = fut > s + pos * w
-            taken_by = np.floor((fut - s) / w) + 1.0
-            over = (pos - taken_by) >= c.R
-            m0 = int(gap.argmax()) if gap.any() else count
-            m1 = int(over.argmax()) if over.any() else count
-            if m1 < m0:
-                taken_n, accept = max(1, int(taken_by[m1])), m1
-                break
-            if m0 < count:
-                taken_n, accept = q + m0, m0
-                break
-            if count == c.n - c.nxt or s + (q + count) * w >= self.H or size >= MAX_CHUNK:
-                break
-            size *= 4
+        count, taken_n, accept = _drain_extent_short(c, q, s)
+        if count < 0:
+            count, taken_n, accept = _drain_extent(c, q, s, self.H)
         if self.H < INF:
             taken_n = max(1, min(taken_n, math.ceil((self.H - s) / w)))
         if count:
             last_start = s + (taken_n - 1) * w
-            accept = min(accept, int(c.A[c.nxt:c.nxt + count].searchsorted(last_start, "right")))
+            accept = min(accept, bisect.bisect_right(c.AL, last_start, c.nxt, c.nxt + count)
+                         - c.nxt)
             accept = max(accept, taken_n - q)
             c.acc[c.n_acc:c.n_acc + accept] = np.arange(c.nxt, c.nxt + accept)
             c.n_acc += accept
@@ -339,6 +330,49 @@ class Core:
         c.finish[idx[:-1]] = s + np.arange(1, taken_n) * w
         c.cpu += (taken_n - 1) * w
         self._serve(c, int(idx[-1]), s + taken_n * w)
+
+
+def _drain_extent_short(c: Consumer, q: int, s: float) -> tuple[int, int, int]:
+    """`_drain_extent` for drains that end within FIRST_CHUNK arrivals, in plain Python
+    (the same float expressions); (-1, 0, 0) when the drain goes on longer."""
+    w, nxt, AL = c.w, c.nxt, c.AL
+    count = min(c.n - nxt, FIRST_CHUNK)
+    for m in range(count):
+        a = AL[nxt + m]
+        if a > s + (q + m) * w:
+            return count, q + m, m
+        taken_by = math.floor((a - s) / w) + 1.0
+        if q + m - taken_by >= c.R:
+            return count, max(1, int(taken_by)), m
+    return (count, q + count, count) if count == c.n - nxt else (-1, 0, 0)
+
+
+def _drain_extent(c: Consumer, q: int, s: float, horizon: float) -> tuple[int, int, int]:
+    """How far a drain from `s` with `q` packets in the ring goes before something ends it:
+    (arrivals looked at, packets taken, arrivals accepted). Packet j of the drain starts at
+    s + j·w; arrival m is the drain's packet q + m and is there in time when it comes by
+    s + (q+m)·w (else the ring runs empty: the drain ends), and overflows the ring when R
+    packets wait at its arrival (the drain is cut at the last packet taken before it)."""
+    w = c.w
+    size = FIRST_CHUNK * 4 + 2 * q
+    while True:  # widen the slice until something ends the drain
+        count = min(c.n - c.nxt, size)
+        if not count:
+            return 0, q, 0
+        fut = c.A[c.nxt:c.nxt + count]
+        pos = np.arange(q, q + count, dtype=np.float64)
+        gap = fut > s + pos * w
+        taken_by = np.floor((fut - s) / w) + 1.0
+        over = (pos - taken_by) >= c.R
+        m0 = int(gap.argmax()) if gap.any() else count
+        m1 = int(over.argmax()) if over.any() else count
+        if m1 < m0:
+            return count, max(1, int(taken_by[m1])), m1
+        if m0 < count:
+            return count, q + m0, m0
+        if count == c.n - c.nxt or s + (q + count) * w >= horizon or size >= MAX_CHUNK:
+            return count, q + count, count
+        size *= 4
 
 
 # ---------------------------------------------------------------------- solo fast paths
