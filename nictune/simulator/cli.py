@@ -12,7 +12,6 @@ from typing import Any, TextIO
 from nictune.model import (
     MODES,
     Config,
-    ConfigError,
     NicSetting,
     Transmission,
     load_config,
@@ -22,6 +21,9 @@ from nictune.simulator import ENGINES, simulate
 from nictune.simulator.metrics import Metrics
 from nictune.units import format_bitrate, format_duration
 
+DESCRIPTION = ("Simulate the receive path of each transmission under its default setting, or "
+               "under the setting options given (they override each selected transmission's "
+               "default). Prints a table, or the DESIGN §4 keys with --json.")
 # command-line option -> setting key (values keep their units: parse_setting reads them)
 OPTIONS = {"mode": "mode", "poll_interval": "poll_interval", "watermark": "watermark",
            "watermark_timeout": "watermark_timeout", "ring_slots": "ring_slots"}
@@ -31,7 +33,7 @@ _USED = {"passive_wait": ("poll_interval",), "watermark": ("watermark", "waterma
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "simulate", help="simulate transmissions under their default or a given setting",
-        description=__doc__.splitlines()[0])
+        description=DESCRIPTION)
     p.add_argument("config", metavar="CONFIG", help="YAML config (see configs/README.md)")
     p.add_argument("--transmission", metavar="ID", action="append", default=[],
                    help="simulate only this transmission (repeatable; default: all)")
@@ -124,4 +126,3 @@ def table(results: Sequence[Metrics]) -> str:
     return out
 
 
-__all__ = ["ConfigError", "register", "run", "setting_for", "table"]
