@@ -23,7 +23,7 @@ How each mode is modelled (docs/engines.md has the derivations):
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -203,27 +203,42 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
 
 
 def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray) -> np.ndarray:
-    """Per-packet round-robin share of `cpu`: the rate r each member gets (inf if λ ≤ r)."""
-    r = np.zeros(cpu.shape)
-    load = lam * w
-    for _ in range(min(lam.size, 8) + 1):
-        sat = (lam[None, None, :] > r[:, :, None]).astype(float)
-        unsat = np.einsum("pij,pj->pi", m * (1.0 - sat), load)
-        sat_w = np.einsum("pij,pj->pi", m * sat, w)
-        r = np.where(sat_w > 0, np.clip(cpu - unsat, 0.0, None) / sat_w, np.inf)
-    return np.where(lam[None, :] > r, r, np.inf)
+    """Per-packet round-robin share of `cpu`: the rate r each member gets (inf if λ ≤ r).
+
+    r solves f(r) = Σ_j m_ij·min(λ_j, r)·w_j = cpu_i; f is piecewise linear with knots at
+    the λ_j, so with the members sorted by λ it is read off cumulative sums.
+    """
+    order = np.argsort(lam)
+    ls = lam[order]
+    mw = m[:, :, order] * w[:, None, order]
+    cum_load = np.cumsum(mw * ls, axis=2)
+    cum_w = np.cumsum(mw, axis=2)
+    suf_w = cum_w[:, :, -1:] - cum_w
+    f = cum_load + ls * suf_w  # f at each knot
+    k = (f <= cpu[:, :, None]).sum(axis=2)  # knots below the level
+    idx = np.clip(k - 1, 0, None)[:, :, None]
+    base = np.where(k > 0, np.take_along_axis(cum_load, idx, 2)[:, :, 0], 0.0)
+    rest = np.where(k > 0, np.take_along_axis(suf_w, idx, 2)[:, :, 0], cum_w[:, :, -1])
+    r = np.where(rest > 0, (cpu - base) / np.maximum(rest, _TINY), np.inf)
+    return np.where((k < lam.size) & (lam[None, :] > r), r, np.inf)
 
 
 def _poisson_excess(mu: np.ndarray, k: np.ndarray) -> np.ndarray:
     """E[(X − k)+] for X ~ Poisson(mu): mu·P(X ≥ k) − k·P(X > k)."""
     kf = np.floor(np.maximum(k, 0.0))
-    at_least = np.where(kf > 0, pdtrc(np.maximum(kf - 1, 0.0), mu), 1.0)
-    return np.clip(mu * at_least - kf * pdtrc(kf, mu), 0.0, None)
+    spread = 12.0 * np.sqrt(mu) + 12.0
+    out = np.where(kf < mu - spread, mu - kf, 0.0)  # far below the mean / far above it
+    mid = np.flatnonzero(np.abs(kf - mu) <= spread)
+    if mid.size:
+        m, kk = mu[mid], kf[mid]
+        at_least = np.where(kk > 0, pdtrc(np.maximum(kk - 1, 0.0), m), 1.0)
+        out[mid] = np.clip(m * at_least - kk * pdtrc(kk, m), 0.0, None)
+    return out
 
 
 @dataclass
 class _Mode:
-    """One mode's closed-form result (arrays broadcastable to (P, T))."""
+    """One mode's closed-form result for its elements (1-D arrays)."""
 
     interrupts: np.ndarray
     empty: np.ndarray
@@ -236,9 +251,11 @@ class _Mode:
 
 @dataclass
 class _Ctx:
-    """What every mode needs: the workload broadcast to (1, T) and the effective costs."""
+    """One subset of the (p, t) elements, flattened: the workload of each element's column
+    and its effective costs. `c(name)` reads a `Workload` field for each element."""
 
     wl: Workload
+    col: np.ndarray  # column (transmission) of each element
     lam: np.ndarray  # local arrival rate
     n: np.ndarray
     span: np.ndarray
@@ -248,27 +265,40 @@ class _Ctx:
     poisson: np.ndarray
     onoff: np.ndarray
 
+    @classmethod
+    def build(cls, wl: Workload, col: np.ndarray, ws: np.ndarray, ring: np.ndarray) -> _Ctx:
+        arrival = wl.arrival[col]
+        return cls(wl=wl, col=col, lam=wl.local[col], n=wl.n[col], span=wl.span[col],
+                   ti=wl.ti[col], ws=ws, ring=ring, poisson=arrival == POISSON,
+                   onoff=arrival == ONOFF)
+
+    def c(self, name: str) -> np.ndarray:
+        return getattr(self.wl, name)[self.col]
+
     def time_of(self, idx: np.ndarray) -> np.ndarray:
         """Arrival time of packet `idx` (1-based, fluid) after the first arrival."""
         i = np.clip(idx - 1.0, 0.0, None)
-        pb = self.wl.per_burst[None, :]
+        pb = self.c("per_burst")
         bursts = np.floor(i / pb + 1e-9)
-        return np.where(self.onoff, bursts * self.wl.cycle[None, :] + (i - bursts * pb) / self.lam,
+        return np.where(self.onoff, bursts * self.c("cycle") + (i - bursts * pb) / self.lam,
                         i / self.lam)
 
 
 def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
+    shape = b.shape
     mode = b.mode
     act, pas, wat, bus = (mode == ACTIVE), (mode == PASSIVE), (mode == WATERMARK), (mode == BUSY)
-    lam, n, ti = wl.local[None, :], wl.n[None, :], wl.ti[None, :]
+    lam, ti = wl.local[None, :], wl.ti[None, :]
     poisson = (wl.arrival == POISSON)[None, :]
     w = wl.tp[None, :] + wl.size[None, :] * wl.tb_mem[None, :] * _PLACE[b.placement]
     period = np.where(pas, b.poll_interval, 1.0)
     wm = np.where(wat, np.maximum(b.watermark, 1.0), 1.0)
     tau = np.where(wat, b.watermark_timeout, 0.0)
-    n_wake = _packets_at_wake(lam, wm, tau, poisson)
-    # interrupt rate while arriving, as if alone on the core: batched modes pay Ti once per
-    # cycle (k timer periods; n_w + what arrives during the drain), so they self-regulate
+    n_wake = np.ones(shape)
+    n_wake[wat] = _packets_at_wake(np.broadcast_to(lam, shape)[wat], wm[wat], tau[wat],
+                                   np.broadcast_to(poisson, shape)[wat])
+    # interrupt load while arriving: active_wait's is "hard" (it preempts everything); the
+    # batched modes pay Ti once per cycle and self-regulate ("soft", `_core_share`)
     cap_q = np.where(act, wl.backlog[None, :], b.ring_slots)
     hard = np.where(act, lam * ti, 0.0)
     soft = _wake_load(lam, w, ti, period, n_wake, pas, wat)
@@ -279,19 +309,49 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         soft = _wake_load(lam, ws, ti, period, n_wake, pas, wat)
         share = _core_share(wl, b, w, hard, soft, cap_q, sleeps)
         ws = w / np.clip(1.0 - share.rho_o, 0.02, None)
-    cx = _Ctx(wl=wl, lam=lam, n=n, span=wl.span[None, :], ti=ti, ws=ws, ring=b.ring_slots,
-              poisson=poisson, onoff=(wl.arrival == ONOFF)[None, :])
-    parts = [(act, _active(cx, share.high)), (pas, _passive(cx, period)),
-             (wat, _watermark(cx, wm, tau, n_wake)), (bus, _busy_poll(cx))]
-    res = {}
-    for key in _Mode.__dataclass_fields__:
-        res[key] = np.select([m for m, _ in parts],
-                             [np.broadcast_to(getattr(r, key), mode.shape) for _, r in parts])
-    _saturate(cx, res, act, pas | wat, share, cap_q, w)
+
+    col = np.broadcast_to(np.arange(shape[1]), shape).ravel()
+    flat = {"ws": ws.ravel(), "ring": b.ring_slots.ravel(), "w": w.ravel(),
+            "period": period.ravel(), "wm": wm.ravel(), "tau": tau.ravel(),
+            "n_wake": n_wake.ravel(), "high": share.high.ravel(), "cap": cap_q.ravel(),
+            "r": share.r.ravel(), "fluid_delivered": share.delivered.ravel(),
+            "fluid_q": share.q_end.ravel()}
+    res = {key: np.zeros(col.size) for key in _Mode.__dataclass_fields__}
+
+    def run(mask: np.ndarray, fn: Callable[..., _Mode], *names: str) -> None:
+        sel = np.flatnonzero(mask.ravel())
+        if sel.size:
+            cx = _Ctx.build(wl, col[sel], flat["ws"][sel], flat["ring"][sel])
+            out = fn(cx, *(flat[k][sel] for k in names))
+            for key in res:
+                res[key][sel] = getattr(out, key)
+
+    run(act, _active, "high")
+    run(pas, _passive, "period")
+    run(wat, _watermark, "wm", "tau", "n_wake")
+    run(bus, _busy_poll)
+    sat = np.flatnonzero(np.isfinite(flat["r"]))
+    if sat.size:
+        cx = _Ctx.build(wl, col[sat], flat["ws"][sat], flat["ring"][sat])
+        sub = {k: v[sat] for k, v in res.items()}
+        _saturate(cx, sub, act.ravel()[sat], (pas | wat).ravel()[sat],
+                  *(flat[k][sat] for k in ("r", "high", "cap", "w", "fluid_delivered",
+                                           "fluid_q")))
+        for key, value in sub.items():
+            res[key][sat] = value
+    res = {k: v.reshape(shape) for k, v in res.items()}
+    return _outputs(wl, res, w, bus)
+
+
+def _outputs(wl: Workload, res: dict[str, np.ndarray], w: np.ndarray, bus: np.ndarray
+             ) -> dict[str, np.ndarray]:
+    """The Metrics fields from the modes' results (all arrays (P, T))."""
+    shape = w.shape
+    n, ti = wl.n[None, :], wl.ti[None, :]
     stranded = res["stranded"]
     dropped = np.clip(n - res["delivered"] - stranded, 0.0, None)
     delivered = n - dropped - stranded
-    duration = np.where(delivered > 0, res["duration"], cx.span)
+    duration = np.where(delivered > 0, res["duration"], wl.span[None, :])
     bytes_ = delivered * wl.size[None, :]
     irq = res["interrupts"]
     # cpu: interrupts + packet work (a backlog drop in active_wait paid its interrupt)
@@ -299,13 +359,13 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     cpu = np.where(bus, np.maximum(duration, cpu), cpu)
     pos = np.maximum(duration, _TINY)
     return {
-        "packets_offered": np.broadcast_to(n, mode.shape).astype(float),
+        "packets_offered": np.broadcast_to(n, shape).astype(float),
         "packets_delivered": delivered,
         "packets_dropped": dropped,
         "packets_stranded": stranded,
         "bytes_delivered": bytes_,
         "duration_s": duration,
-        "offered_bps": np.broadcast_to(8.0 * wl.size * wl.rate, mode.shape).astype(float),
+        "offered_bps": np.broadcast_to(8.0 * wl.size * wl.rate, shape).astype(float),
         "throughput_bps": np.where(duration > 0, 8.0 * bytes_ / pos, 0.0),
         "interrupts": irq,
         "empty_wakeups": res["empty"],
@@ -344,7 +404,7 @@ def _busy_poll(cx: _Ctx) -> _Mode:
     """No interrupts; a packet is seen Tc/2 after it arrives on average and costs w."""
     rho = np.clip(cx.lam * cx.ws, 0.0, 0.999)
     wait = np.where(cx.poisson, rho * cx.ws / (2.0 * (1.0 - rho)), 0.0)
-    tc = cx.wl.tc[None, :]
+    tc = cx.c("tc")
     lat = tc / 2.0 + cx.ws + wait
     zero = np.zeros_like(lat)
     return _Mode(interrupts=zero, empty=zero, delivered=cx.n + zero, stranded=zero,
@@ -360,19 +420,21 @@ def _passive(cx: _Ctx, period: np.ndarray) -> _Mode:
     """
     lam, ti, ws, ring = cx.lam, cx.ti, cx.ws, cx.ring
     cycle, taken, dropped, p_empty = _passive_map(lam, ws, ti, period, ring, cx.poisson)
-    on, off = cx.wl.on[None, :], cx.wl.off[None, :]
-    if cx.onoff.any():
-        avg = _passive_map(cx.wl.rate[None, :], ws, ti, period, ring, cx.poisson)
-        smooth = cx.onoff & (avg[0] > on + off) & (lam * ws < 1.0)
-        cycle, taken, dropped, p_empty = (np.where(smooth, x, y) for x, y in zip(
-            avg, (cycle, taken, dropped, p_empty), strict=True))
-    else:
-        smooth = cx.onoff
+    on, off = cx.c("on"), cx.c("off")
+    smooth = np.zeros_like(cx.onoff)
+    oo = np.flatnonzero(cx.onoff)
+    if oo.size:
+        avg = _passive_map(cx.c("rate")[oo], ws[oo], ti[oo], period[oo], ring[oo],
+                           cx.poisson[oo])
+        smooth[oo] = (avg[0] > on[oo] + off[oo]) & (lam[oo] * ws[oo] < 1.0)
+        pick = oo[smooth[oo]]
+        for arr, alt in zip((cycle, taken, dropped, p_empty), avg, strict=True):
+            arr[pick] = alt[smooth[oo]]
     bursty = cx.onoff & ~smooth
     # λw ≥ 1: the consumer never empties its ring while packets arrive (one wake-up)
     cycle = np.minimum(cycle, np.maximum(np.where(bursty, on, cx.span), period))
     k_idle = np.maximum(1.0, np.ceil(ti / period - 1e-9))
-    bursts = cx.wl.bursts[None, :]
+    bursts = cx.c("bursts")
     gap_ticks = np.where(bursty, (bursts - 1.0) * off / (k_idle * period), 0.0)
     ticks = np.where(cx.poisson | cx.onoff, cx.span / cycle + 0.5,
                      np.ceil(cx.span / cycle - 1e-9))
@@ -398,30 +460,39 @@ def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
     Iterated as a map on the ring's content q at the start of a drain: the drain lasts
     d = q·w / (1 − λw), the next tick that comes after it is k periods after the last
     (k = ⌈(Ti + d) / T⌉), and what arrives from the drain's end to that tick + Ti refills
-    the ring, capped at R (Poisson: E[min(X, R)]). With Poisson arrivals q is random and k
-    is its expectation over q (`_mean_ceil`). For λw > ½ the deterministic map's fixed point
-    is unstable and it settles on a cycle; the statistics average its last steps.
+    the ring, capped at R (Poisson: E[min(X, R)]). With Poisson arrivals below λw = ½, q is
+    random and k is its expectation over q (`_mean_ceil`); past λw = ½ the deterministic
+    map's fixed point is unstable, the noise is amplified into the map's own cycle, and the
+    statistics average its last steps.
     """
     free = np.clip(1.0 - lam * ws, 1e-6, None)
-    shape = np.broadcast_shapes(lam.shape, ws.shape, period.shape, ring.shape)
     q = np.minimum(ring, 1.0 + lam * (period + ti))  # the first tick
-    stats = np.zeros((4, *shape))
+    stats = np.zeros((4, lam.size))
     steps, keep = 24, 12
     a = ws / free / period  # periods of drain per packet in the ring
     k_idle = np.maximum(1.0, np.ceil(ti / period - 1e-9))
+    noisy = np.flatnonzero(poisson & (lam * ws < 0.5))
+    near = np.flatnonzero(np.abs(ring - lam * (period + ti)) < 12.0 * np.sqrt(
+        lam * (period + ti)) + 12.0)  # may overflow: the Poisson tail matters
     for i in range(steps):
         d = q * ws / free
         k = np.maximum(1.0, np.ceil((ti + d) / period - 1e-9))
-        if poisson.any():
+        if noisy.size:
             # an empty ring gives ⌈Ti/T⌉; otherwise E⌈(Ti + q·w/(1 − λw))/T⌉ over q > 0
-            p0 = np.exp(-q)
-            mean = q / np.maximum(1.0 - p0, 1e-12)
-            var = np.clip((q + q * q) / np.maximum(1.0 - p0, 1e-12) - mean * mean, 0.0, None)
-            k_pos = np.maximum(1.0, _mean_ceil(ti / period + mean * a, np.sqrt(var) * a))
-            # past λw = ½ the noise is amplified into the deterministic map's own cycle
-            k = np.where(poisson & (lam * ws < 0.5), p0 * k_idle + (1.0 - p0) * k_pos, k)
+            qn = q[noisy]
+            p0 = np.exp(-qn)
+            mean = qn / np.maximum(1.0 - p0, 1e-12)
+            var = np.clip((qn + qn * qn) / np.maximum(1.0 - p0, 1e-12) - mean * mean, 0.0,
+                          None)
+            an = a[noisy]
+            k_pos = np.maximum(1.0, _mean_ceil(ti[noisy] / period[noisy] + mean * an,
+                                               np.sqrt(var) * an))
+            k[noisy] = p0 * k_idle[noisy] + (1.0 - p0) * k_pos
         x = np.clip(lam * (k * period - d), 0.0, None)
-        q_new = np.where(poisson, x - _poisson_excess(x, ring), np.minimum(x, ring))
+        q_new = np.minimum(x, ring)
+        if near.size:
+            pn = near[poisson[near]]
+            q_new[pn] = x[pn] - _poisson_excess(x[pn], ring[pn])
         if i >= steps - keep:
             stats += (k * period, q + lam * d, x - q_new, np.where(
                 poisson, np.exp(-x), np.clip(1.0 - x, 0.0, 1.0)))
@@ -444,7 +515,10 @@ def _packets_at_wake(lam: np.ndarray, wm: np.ndarray, tau: np.ndarray,
     x = lam * tau
     timed = tau > 0
     cbr_n = np.where(timed, np.minimum(wm, 1.0 + np.floor(x + 1e-9)), wm)
-    pois_n = np.where(timed, 1.0 + x - _poisson_excess(x, wm - 1.0), wm)
+    pois_n = wm.copy()
+    pt = np.flatnonzero(poisson & timed)
+    if pt.size:
+        pois_n[pt] = 1.0 + x[pt] - _poisson_excess(x[pt], wm[pt] - 1.0)
     return np.where(poisson, pois_n, cbr_n)
 
 
@@ -467,15 +541,13 @@ def _watermark(cx: _Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray) ->
     left = np.where(cx.poisson & timed, np.minimum(n, (n_wake - 1.0) / 2.0), left)
     wakes = np.where(cx.poisson, (n - left) / c, full) + np.where(timed & (left > 0), 1.0, 0.0)
     # onoff with a timeout shorter than the gap: every burst ends with a timeout wake-up
-    per_burst = cx.wl.per_burst[None, :]
-    flush = cx.onoff & timed & (tau < cx.wl.off[None, :])
-    wakes = np.where(flush, cx.wl.bursts[None, :] * np.ceil(per_burst / c - 1e-9), wakes)
+    flush = cx.onoff & timed & (tau < cx.c("off"))
+    wakes = np.where(flush, cx.c("bursts") * np.ceil(cx.c("per_burst") / c - 1e-9), wakes)
     # end: the last drain (packets up to min(N, full·c)), then the timeout flush if any
     last_idx = n - left
     m = last_idx - (full - 1.0) * c
-    last_at = cx.time_of(last_idx)
-    drain_end = last_at + np.where(cx.poisson, ti + n_wake * ws,
-                                   np.maximum(ws, ti + m * ws - (m - n_wake) * g))
+    drain_end = cx.time_of(last_idx) + np.where(
+        cx.poisson, ti + n_wake * ws, np.maximum(ws, ti + m * ws - (m - n_wake) * g))
     flush_end = cx.time_of(n - left + 1.0) + tau + ti + left * ws
     duration = np.where(timed & (left > 0), np.maximum(drain_end, flush_end), drain_end)
     fill = np.where(by_timeout, tau, (n_wake - 1.0) * g)
@@ -486,49 +558,42 @@ def _watermark(cx: _Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray) ->
 
 
 def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.ndarray,
-              share: _Share, cap: np.ndarray, w: np.ndarray) -> None:
-    """Where the core cannot keep up, the consumer gets r packets/s and its queue overflows.
+              r: np.ndarray, high: np.ndarray, cap: np.ndarray, w: np.ndarray,
+              fluid_delivered: np.ndarray, fluid_q: np.ndarray) -> None:
+    """Elements whose core cannot keep up: the consumer gets r packets/s, its queue overflows.
 
     Alone on a host, per burst (cbr/poisson: one burst) the queue (backlog B in active_wait,
     else the ring R) fills at λ − r, drops beyond its capacity and drains after the last
-    arrival; on a shared host the phases of `_core_share` did that already.
+    arrival; on a shared host the phases of `_core_share` did that already (`fluid_*`).
     """
-    sat = np.isfinite(share.r)
-    if not sat.any():
-        return
-    n, lam, wl = cx.n, cx.lam, cx.wl
-    r = np.where(sat, share.r, lam)
-    on = wl.on[None, :] + 1.0 / lam
-    per_burst, bursts = wl.per_burst[None, :], wl.bursts[None, :]
+    n, lam = cx.n, cx.lam
+    on = cx.c("on") + 1.0 / lam
+    per_burst, bursts = cx.c("per_burst"), cx.c("bursts")
     q = np.clip((lam - r) * on, 0.0, cap)
     # between bursts the queue drains with the core to itself
-    mid = np.minimum(per_burst, r * on + np.minimum(q, np.clip(wl.off[None, :], 0.0, None) / w))
+    mid = np.minimum(per_burst, r * on + np.minimum(q, cx.c("off") / w))
     last_n = n - (bursts - 1.0) * per_burst
     last_on = np.minimum(on, last_n / lam)
     last = np.minimum(last_n, r * last_on + cap)
     delivered = (bursts - 1.0) * mid + last
     q_end = np.clip(last - r * last_on, 0.0, None)
     # active_wait past λ·Ti = 1: the ring holds what the handlers could not take yet
-    q_irq = np.where(act & (share.high > 1.0), np.clip(
-        res["interrupts"] - n / np.maximum(share.high, 1.0), 0.0, cx.ring), 0.0)
-    fluid = np.isfinite(share.delivered)
-    delivered = np.where(fluid, share.delivered, delivered)
-    q_end = np.where(fluid, share.q_end, q_end)
+    q_irq = np.where(act & (high > 1.0), np.clip(
+        res["interrupts"] - n / np.maximum(high, 1.0), 0.0, cx.ring), 0.0)
+    fluid = np.isfinite(fluid_delivered)
+    delivered = np.where(fluid, fluid_delivered, delivered)
+    q_end = np.where(fluid, fluid_q, q_end)
     lat = np.minimum(cap, np.where(fluid, q_end, q)) / np.maximum(r, _TINY) + cx.ti + w
-    upd = {
-        "delivered": delivered,
-        "duration": cx.span + cx.ti + q_end * w + q_irq * cx.ti,
-        "lat_mean": lat,
-        "lat_p99": lat * 1.02,
-        "stranded": np.zeros_like(r),
-        # a consumer that never empties its ring is woken once (onoff: once per burst,
-        # plus its timer ticks in the gaps)
-        "interrupts": np.where(batched, np.where(cx.onoff, np.maximum(
-            res["interrupts"], wl.bursts[None, :]), 1.0), res["interrupts"]),
-        "empty": np.where(batched & ~cx.onoff, 0.0, res["empty"]),
-    }
-    for key, value in upd.items():
-        res[key] = np.where(sat, value, res[key])
+    res["delivered"] = delivered
+    res["duration"] = cx.span + cx.ti + q_end * w + q_irq * cx.ti
+    res["lat_mean"] = lat
+    res["lat_p99"] = lat * 1.02
+    res["stranded"] = np.zeros_like(r)
+    # a consumer that never empties its ring is woken once (onoff: once per burst, plus
+    # its timer ticks in the gaps)
+    res["interrupts"] = np.where(batched, np.where(cx.onoff, np.maximum(
+        res["interrupts"], bursts), 1.0), res["interrupts"])
+    res["empty"] = np.where(batched & ~cx.onoff, 0.0, res["empty"])
 
 
 def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 0,
