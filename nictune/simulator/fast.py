@@ -431,17 +431,22 @@ def _passive(cx: _Ctx, period: np.ndarray) -> _Mode:
         for arr, alt in zip((cycle, taken, dropped, p_empty), avg, strict=True):
             arr[pick] = alt[smooth[oo]]
     bursty = cx.onoff & ~smooth
+    # a burst the consumer cannot keep up with leaves a backlog that drains into the gap
+    tail = np.where(bursty, np.minimum(ring, np.clip(lam * ws - 1.0, 0.0, None) * on / ws)
+                    * ws, 0.0)
+    busy_on = np.where(bursty, on + tail, cx.span)
     # λw ≥ 1: the consumer never empties its ring while packets arrive (one wake-up)
-    cycle = np.minimum(cycle, np.maximum(np.where(bursty, on, cx.span), period))
+    cycle = np.minimum(cycle, np.maximum(busy_on, period))
     k_idle = np.maximum(1.0, np.ceil(ti / period - 1e-9))
     bursts = cx.c("bursts")
-    gap_ticks = np.where(bursty, (bursts - 1.0) * off / (k_idle * period), 0.0)
+    gap_ticks = np.where(bursty, (bursts - 1.0) * np.clip(off - tail, 0.0, None) / (
+        k_idle * period), 0.0)
     ticks = np.where(cx.poisson | cx.onoff, cx.span / cycle + 0.5,
                      np.ceil(cx.span / cycle - 1e-9))
-    ticks = np.where(bursty, bursts * (on / cycle + 0.5), ticks)
+    ticks = np.where(bursty, bursts * busy_on / cycle + 0.5, ticks)
     resid = np.where(cx.poisson | cx.onoff, cycle / 2.0,
                      np.ceil(cx.span / cycle - 1e-9) * cycle - cx.span)
-    resid = np.where(cycle >= np.where(bursty, on, cx.span), 0.0, resid)
+    resid = np.where(cycle >= busy_on, 0.0, resid)
     last_n = np.clip(lam * np.minimum(cycle, resid + ti), 1.0, ring)
     delivered = cx.n * np.clip(1.0 - dropped / np.maximum(taken + dropped, _TINY), 0.0, 1.0)
     zero = np.zeros_like(delivered)
