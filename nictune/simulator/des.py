@@ -282,7 +282,7 @@ class Core:
         wake = INF
         if q >= c.W:
             wake = x
-        elif c.nxt + c.W - q - 1 < c.n:
+        elif c.W <= c.R and c.nxt + c.W - q - 1 < c.n:  # a ring of R never holds more
             wake = c.AL[c.nxt + c.W - q - 1]
         if c.tau > 0:
             wake = min(wake, max(x, first + c.tau))
