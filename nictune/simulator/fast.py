@@ -476,7 +476,9 @@ def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
     steps, keep = 24, 12
     a = ws / free / period  # periods of drain per packet in the ring
     k_idle = np.maximum(1.0, np.ceil(ti / period - 1e-9))
-    noisy = np.flatnonzero(poisson & (lam * ws < 0.5))
+    noisy = np.flatnonzero(poisson)
+    slope = np.clip(lam * ws / free, 0.0, 0.95)
+    amplify = 1.0 / (1.0 - slope * slope)
     near = np.flatnonzero(np.abs(ring - lam * (period + ti)) < 12.0 * np.sqrt(
         lam * (period + ti)) + 12.0)  # may overflow: the Poisson tail matters
     for i in range(steps):
@@ -490,6 +492,8 @@ def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
             var = np.clip((qn + qn * qn) / np.maximum(1.0 - p0, 1e-12) - mean * mean, 0.0,
                           None)
             an = a[noisy]
+            # the drain feeds the next window back with slope λw/(1 − λw): variance grows
+            var = var * amplify[noisy]
             k_pos = np.maximum(1.0, _mean_ceil(ti[noisy] / period[noisy] + mean * an,
                                                np.sqrt(var) * an))
             k[noisy] = p0 * k_idle[noisy] + (1.0 - p0) * k_pos
