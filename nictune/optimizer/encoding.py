@@ -22,23 +22,25 @@ seeded with `default_genes()` evaluates the setting the hosts have today.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from nictune.model import MODES, PLACEMENTS, Config, NicSetting
+from nictune.simulator.batch import SettingBatch
 
 GENES_PER_NIC = 7
 POLL_RANGE = (10e-6, 1.0)
 TIMEOUT_RANGE = (10e-6, 1.0)
 TIMEOUT_OFF = 0.1  # genes below this mean "no timeout"
 _EDGE = 0.05  # saturating share at each end of a continuous gene
+_PASSIVE, _WATERMARK = MODES.index("passive_wait"), MODES.index("watermark")
 
 
-def _unit(g: float, low: float = 0.0) -> float:
-    """Map gene g in [low, 1) to [0, 1], saturating in the outer `_EDGE` of the range."""
+def _unit(g: np.ndarray, low: float = 0.0) -> np.ndarray:
+    """Map genes in [low, 1] to [0, 1], saturating in the outer `_EDGE` of the range."""
     span = 1.0 - low
-    return min(1.0, max(0.0, (g - low - _EDGE * span) / ((1.0 - 2 * _EDGE) * span)))
+    return np.clip((g - low - _EDGE * span) / ((1.0 - 2 * _EDGE) * span), 0.0, 1.0)
 
 
 def _gene(u: float, low: float = 0.0) -> float:
@@ -47,8 +49,14 @@ def _gene(u: float, low: float = 0.0) -> float:
     return low + span * (_EDGE + (1.0 - 2 * _EDGE) * u)
 
 
-def _bin(g: float, n: int) -> int:
-    return min(n - 1, max(0, int(g * n)))
+def _bin(g: np.ndarray, n: int) -> np.ndarray:
+    return np.clip((g * n).astype(np.int64), 0, n - 1)
+
+
+def _significant(x: np.ndarray, digits: int = 4) -> np.ndarray:
+    """x rounded to `digits` significant digits (the nearest double of that decimal)."""
+    scale = 10.0 ** (digits - 1 - np.floor(np.log10(x)))
+    return np.round(x * scale) / scale
 
 
 @dataclass(frozen=True)
@@ -66,15 +74,14 @@ class LogRange:
             low, high = min(low, default), max(high, default)
         return cls(low, high, default or None)
 
-    def value(self, u: float) -> float:
-        if u <= 0.0:
-            return self.low
-        if u >= 1.0:
-            return self.high
+    def value(self, u: np.ndarray) -> np.ndarray:
+        """Durations at positions u in [0, 1]: 4 significant digits, ends exact."""
         raw = self.low * (self.high / self.low) ** u
-        if self.default and abs(raw - self.default) <= 1e-9 * self.default:
-            return self.default
-        return min(self.high, max(self.low, float(f"{raw:.4g}")))
+        out = np.clip(_significant(raw), self.low, self.high)
+        if self.default:
+            out = np.where(np.abs(raw - self.default) <= 1e-9 * self.default, self.default,
+                           out)
+        return np.where(u <= 0.0, self.low, np.where(u >= 1.0, self.high, out))
 
     def unit(self, value: float) -> float:
         return math.log(value / self.low) / math.log(self.high / self.low)
@@ -93,24 +100,32 @@ class NicSpace:
     poll: LogRange
     timeout: LogRange
 
+    def decode_many(self, g: np.ndarray) -> dict[str, np.ndarray]:
+        """Gene blocks (P, 7) → SettingBatch fields (P,); unused parameters are 0."""
+        ring = np.asarray(self.rings, dtype=np.int64)[_bin(g[:, 4], len(self.rings))]
+        mode = _bin(g[:, 0], len(MODES))
+        mode = np.where((mode == _WATERMARK) & (ring < 2), _PASSIVE, mode)
+        half = np.maximum(ring // 2, 1)
+        with np.errstate(divide="ignore"):
+            mark = np.clip(np.round(half ** _unit(g[:, 2])), 1, half)
+        timeout = np.where(g[:, 3] < TIMEOUT_OFF, 0.0,
+                           self.timeout.value(_unit(g[:, 3], TIMEOUT_OFF)))
+        n = len(g)
+        core = (_bin(g[:, 5], self.cores) if self.shared
+                else np.full(n, self.default.irq_core, dtype=np.int64))
+        place = (_bin(g[:, 6], len(PLACEMENTS)) if self.shared
+                 else np.full(n, PLACEMENTS.index(self.default.placement), dtype=np.int64))
+        return {"mode": mode, "ring_slots": ring.astype(float), "irq_core": core,
+                "placement": place,
+                "poll_interval": np.where(mode == _PASSIVE, self.poll.value(_unit(g[:, 1])),
+                                          0.0),
+                "watermark": np.where(mode == _WATERMARK, mark, 0.0),
+                "watermark_timeout": np.where(mode == _WATERMARK, timeout, 0.0)}
+
     def decode(self, g: np.ndarray | list[float]) -> NicSetting:
-        """The setting of one gene block (7 floats in [0, 1))."""
-        ring = self.rings[_bin(g[4], len(self.rings))]
-        mode = MODES[_bin(g[0], len(MODES))]
-        if mode == "watermark" and ring < 2:
-            mode = "passive_wait"  # a 1-slot ring has no watermark below ring/2
-        core = _bin(g[5], self.cores) if self.shared else self.default.irq_core
-        place = PLACEMENTS[_bin(g[6], len(PLACEMENTS))] if self.shared else self.default.placement
-        setting = NicSetting(mode=mode, ring_slots=ring, irq_core=core, placement=place)
-        if mode == "passive_wait":
-            return _with(setting, poll_interval=self.poll.value(_unit(g[1])))
-        if mode == "watermark":
-            half = ring // 2
-            mark = 1 if half <= 1 else round(half ** _unit(g[2]))
-            timeout = (0.0 if g[3] < TIMEOUT_OFF
-                       else self.timeout.value(_unit(g[3], TIMEOUT_OFF)))
-            return _with(setting, watermark=min(half, max(1, mark)), watermark_timeout=timeout)
-        return setting
+        """The setting of one gene block (7 floats in [0, 1])."""
+        one = self.decode_many(np.asarray(g, dtype=float)[None, :GENES_PER_NIC])
+        return SettingBatch(**{k: v[:, None] for k, v in one.items()}).setting(0, 0)
 
     def encode(self, s: NicSetting) -> list[float]:
         """A gene block that decodes to `s` (which must lie in this space)."""
@@ -126,10 +141,6 @@ class NicSpace:
             if s.watermark_timeout:
                 g[3] = _gene(self.timeout.unit(s.watermark_timeout), TIMEOUT_OFF)
         return g
-
-
-def _with(s: NicSetting, **changes: object) -> NicSetting:
-    return replace(s, **changes)  # type: ignore[arg-type]
 
 
 def _rings(low: int, high: int, default: int) -> tuple[int, ...]:
@@ -173,15 +184,25 @@ class Encoding:
                 [j for j, t in enumerate(self.transmissions)
                  if config.nics[t.nic].host == host], dtype=np.int64))
 
+    def batch(self, genes: np.ndarray) -> SettingBatch:
+        """The settings of gene rows (P, G) as a SettingBatch (P, transmissions)."""
+        genes = np.asarray(genes, dtype=float)
+        per_nic = [s.decode_many(genes[:, i * GENES_PER_NIC:(i + 1) * GENES_PER_NIC])
+                   for i, s in enumerate(self.spaces)]
+        cols = [self.nic_index[t.nic] for t in self.transmissions]
+        return SettingBatch(**{k: np.stack([per_nic[i][k] for i in cols], axis=1)
+                               for k in per_nic[0]})
+
     def nic_settings(self, genes: np.ndarray | list[float]) -> list[NicSetting]:
         """The setting of every NIC (in `spaces` order)."""
-        return [s.decode(genes[i * GENES_PER_NIC:(i + 1) * GENES_PER_NIC])
+        return [s.decode(np.asarray(genes, dtype=float)[i * GENES_PER_NIC:
+                                                        (i + 1) * GENES_PER_NIC])
                 for i, s in enumerate(self.spaces)]
 
     def settings(self, genes: np.ndarray | list[float]) -> list[NicSetting]:
         """The setting of every transmission (in config order)."""
-        per_nic = self.nic_settings(genes)
-        return [per_nic[self.nic_index[t.nic]] for t in self.transmissions]
+        b = self.batch(np.asarray(genes, dtype=float)[None, :])
+        return [b.setting(0, t) for t in range(len(self.transmissions))]
 
     def default_genes(self) -> list[float]:
         """Genes that decode to every NIC's default setting."""

@@ -6,9 +6,12 @@ large transmission does not outweigh a small one: throughput (maximise), interru
 energy (minimise). A host's objectives are the means over its transmissions, an
 individual's the means over all transmissions.
 
-Constraints: dropped and stranded packets (as fractions of the offered packets) and, where
-the config sets `max_latency_p99`, the relative excess of the 99th-percentile latency.
-Their sum is the violation; a setting is feasible when it is (almost) zero. Constraint
+Constraints: dropped and stranded packets (as fractions of the offered packets), where
+the config sets `max_latency_p99` the relative excess of the 99th-percentile latency, and
+fragility: a watermark above 1 without a timeout strands the packets of the last partial
+batch unless the packet count happens to fit the batches exactly, which a real transfer's
+size never does reliably, so such a setting counts as one full violation. Their sum is
+the violation; a setting is feasible when it is (almost) zero. Constraint
 domination is implemented through the fitness: an infeasible individual gets fitness
 values worse than any feasible one, ordered by its violation, so NSGA-II's
 non-dominated sorting puts every feasible individual first and prefers smaller
@@ -20,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from nictune.model import Config
+from nictune.simulator.batch import WATERMARK, SettingBatch
 
 OBJECTIVES = ("throughput", "interrupts", "cpu", "energy")
 WEIGHTS = (1.0, -1.0, -1.0, -1.0)
@@ -43,10 +47,19 @@ def ratios(metrics: dict[str, np.ndarray], base: dict[str, np.ndarray],
     return np.stack(parts, axis=-1)
 
 
-def violations(config: Config, metrics: dict[str, np.ndarray]) -> np.ndarray:
+def fragile(batch: SettingBatch) -> np.ndarray:
+    """1 where a setting is a watermark above 1 without a timeout, shape (P, T)."""
+    return ((batch.mode == WATERMARK) & (batch.watermark_timeout <= 0.0)
+            & (batch.watermark > 1)).astype(float)
+
+
+def violations(config: Config, metrics: dict[str, np.ndarray],
+               fragility: np.ndarray | None = None) -> np.ndarray:
     """Per-transmission constraint violation, shape (P, T)."""
     offered = np.maximum(metrics["packets_offered"], 1.0)
     out = (metrics["packets_dropped"] + metrics["packets_stranded"]) / offered
+    if fragility is not None:
+        out = out + fragility
     bound = np.array([t.max_latency_p99 or np.inf for t in config.transmissions])
     excess = np.maximum(0.0, metrics["latency_p99_s"] / bound - 1.0)
     return out + np.where(np.isfinite(bound), excess, 0.0)

@@ -29,7 +29,9 @@ from nictune.optimizer.encoding import GENES_PER_NIC, Encoding
 from nictune.optimizer.objectives import (
     PREFERENCES,
     WEIGHTS,
+    dominated,
     fitness,
+    fragile,
     group_mean,
     group_min,
     group_sum,
@@ -37,13 +39,15 @@ from nictune.optimizer.objectives import (
     violations,
 )
 from nictune.optimizer.parallel import Map, serial_map, simulate_task
-from nictune.optimizer.variation import crossover, mutate, tournament
-from nictune.simulator.fast import METRIC_KEYS, SettingBatch, evaluate_batch
+from nictune.optimizer.variation import bounds, crossover, mutate, tournament
+from nictune.simulator.fast import METRIC_KEYS, evaluate_batch
 from nictune.simulator.metrics import Metrics
 
 CHECKPOINT = "checkpoint.json"
 CHECKPOINT_FORMAT = 1
 CXPB, ETA_CX, ETA_MUT = 0.9, 15.0, 20.0
+ARCHIVE_MUTATION = 2.0 / GENES_PER_NIC  # per-gene mutation rate of archive mutants
+BOUNDARY = 0.1  # chance per NIC block of an archive mutant to get one gene set to a bound
 
 # DEAP classes live at module level so individuals pickle (process pools, Dask).
 creator.create("NicFitness3", base.Fitness, weights=WEIGHTS[:3])
@@ -56,8 +60,8 @@ creator.create("NicIndividual4", list, fitness=creator.NicFitness4)
 class Options:
     """What a run searches with; saved in the checkpoint and restored by `--resume`."""
 
-    population: int = 48
-    generations: int = 30
+    population: int = 64
+    generations: int = 50
     seed: int = 0
     engine: str = "fast"
     energy: bool = False
@@ -101,11 +105,15 @@ class Evaluator:
         self.cache: dict[tuple[str, int, tuple[NicSetting, ...]], list[Metrics]] = {}
 
     def __call__(self, genes: np.ndarray) -> dict[str, np.ndarray]:
-        settings = [self.encoding.settings(row) for row in genes]
+        """Metrics (P, T) plus `fragile` (see `objectives.fragile`)."""
+        batch = self.encoding.batch(genes)
         if self.engine == "fast":
-            return evaluate_batch(self.config, self.encoding.transmissions,
-                                  SettingBatch.from_settings(settings))
-        return metrics_arrays(self.run(settings, "des"))
+            out = evaluate_batch(self.config, self.encoding.transmissions, batch)
+        else:
+            p, t = batch.shape
+            out = metrics_arrays(self.run([[batch.setting(i, j) for j in range(t)]
+                                           for i in range(p)], "des"))
+        return {**out, "fragile": fragile(batch)}
 
     def run(self, settings: list[list[NicSetting]], engine: str) -> list[list[Metrics]]:
         """`Metrics` of rows of per-transmission settings: one engine run per host and
@@ -152,7 +160,7 @@ class Search:
         (P, H, K), violations (P, H) and lowest per-transmission throughput ratio (P, H)."""
         m = {k: np.nan_to_num(v) for k, v in self.evaluate(genes).items()}
         r = ratios(m, {k: v[0] for k, v in self.baseline.items()}, self.options.energy)
-        bad = violations(self.config, m)
+        bad = violations(self.config, m, m["fragile"])
         groups = self.encoding.host_transmissions
         return (r.mean(axis=1), bad.sum(axis=1), group_mean(r, groups), group_sum(bad, groups),
                 group_min(r[..., 0], groups))
@@ -202,9 +210,9 @@ class Search:
             self.state.generation += 1
             self._record(pop, rng)
             if self.progress:
-                front = len(tools.sortNondominated(pop, len(pop), first_front_only=True)[0])
-                gain = 100.0 * (self.plan_values("throughput")[0] - 1.0)
-                self.progress(self.state.generation, self.options.generations, gain, front,
+                last = self.state.logbook[-1]
+                self.progress(self.state.generation, self.options.generations,
+                              last["throughput_throughput_gain_pct"], int(last["front"]),
                               self.options.population / max(time.perf_counter() - t0, 1e-9))
             if self.state.generation % self.options.checkpoint_every == 0:
                 self.save()
@@ -212,14 +220,30 @@ class Search:
         return self.state
 
     def _offspring(self, pop: list[Any], rng: np.random.Generator) -> list[list[float]]:
+        """Half NSGA-II offspring (tournament, SBX, mutation) of the population; the other
+        half mutants of the per-host archives, each row testing one block per host; then
+        one composite per preference."""
         n = self.options.population
-        genes = np.array(pop, dtype=float)[tournament(pop, n, rng)]
-        half = n // 2
-        a, b = crossover(genes[:half], genes[half:2 * half], ETA_CX, CXPB, rng)
-        kids = mutate(np.concatenate([a, b, genes[2 * half:]]), ETA_MUT, 1.0 / GENES_PER_NIC,
-                      rng).tolist()
         composites = [self.composite(p) for p in PREFERENCES][:max(0, n - 1)]
-        return kids[:n - len(composites)] + composites
+        pairs = (n - len(composites)) // 4
+        genes = np.array(pop, dtype=float)[tournament(pop, 2 * pairs, rng)]
+        a, b = crossover(genes[:pairs], genes[pairs:], ETA_CX, CXPB, rng)
+        kids = mutate(np.concatenate([a, b]), ETA_MUT, 1.0 / GENES_PER_NIC, rng)
+        local = bounds(mutate(self._from_archives(n - len(composites) - 2 * pairs, rng),
+                              ETA_MUT, ARCHIVE_MUTATION, rng), BOUNDARY, rng)
+        return [*np.concatenate([kids, local]).tolist(), *composites]
+
+    def _from_archives(self, k: int, rng: np.random.Generator) -> np.ndarray:
+        """k rows whose block for each host is a member of that host's archive: half the
+        time one of its preference picks, else any member."""
+        assert self.state is not None
+        out = np.zeros((k, self.encoding.size))
+        for archive, cols in zip(self.state.archives, self.encoding.host_genes, strict=True):
+            picks = np.array([archive.best(p) for p in PREFERENCES])
+            index = np.where(rng.random(k) < 0.5, picks[rng.integers(0, len(picks), k)],
+                             rng.integers(0, len(archive.genes), k))
+            out[:, cols] = archive.genes[index]
+        return out
 
     def composite(self, prefer: str) -> list[float]:
         """Genes made of every host's archive pick for `prefer`."""
@@ -247,9 +271,9 @@ class Search:
         s.numpy_state = rng.bit_generator.state
         values = np.array(s.fitness)
         feasible = values[values[:, 0] > -1.0]
+        front = int((~dominated(feasible)).sum()) if len(feasible) else 0
         record = {"generation": s.generation, "evaluations": s.evaluations,
-                  "feasible": len(feasible),
-                  "front": len(tools.sortNondominated(pop, len(pop), first_front_only=True)[0])}
+                  "feasible": len(feasible), "front": front}
         for prefer in PREFERENCES:
             v = self.plan_values(prefer)
             record[f"{prefer}_throughput_gain_pct"] = 100.0 * (v[0] - 1.0)

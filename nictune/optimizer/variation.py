@@ -69,3 +69,18 @@ def mutate(x: np.ndarray, eta: float, indpb: float, rng: np.random.Generator) ->
     high = 1.0 - (2.0 * (1.0 - r) + 2.0 * (r - 0.5) * x ** (eta + 1.0)) ** power
     moved = np.clip(x + np.where(r < 0.5, low, high), 0.0, 1.0)
     return np.where(hit, moved, x)
+
+
+def bounds(x: np.ndarray, rate: float, rng: np.random.Generator,
+           block: int = 7, genes: tuple[int, ...] = (1, 2, 3, 4)) -> np.ndarray:
+    """Boundary mutation: in each `block` of genes, with probability `rate`, set one of
+    `genes` to 0 or 1 (the saturated ends of a range: the longest interval, the largest
+    watermark, ...), where polynomial steps arrive only slowly."""
+    out = x.copy()
+    rows, blocks = x.shape[0], x.shape[1] // block
+    hit = rng.random((rows, blocks)) < rate
+    which = np.asarray(genes)[rng.integers(0, len(genes), (rows, blocks))]
+    value = rng.integers(0, 2, (rows, blocks)).astype(float)
+    r, b = np.nonzero(hit)
+    out[r, b * block + which[r, b]] = value[r, b]
+    return out
