@@ -131,6 +131,7 @@ class _Share:
     r: np.ndarray  # packets/s t gets when the core saturates (inf: it keeps up)
     delivered: np.ndarray  # shared hosts: fluid packets delivered (NaN: use the closed form)
     q_end: np.ndarray  # shared hosts: packets queued when t's arrivals end
+    r_end: np.ndarray  # shared hosts: packets/s t got in its last phase (inf: kept up)
 
 
 def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray,
@@ -152,7 +153,8 @@ def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     cpu = np.clip(1.0 - irq_load, 0.0, None)
     r = np.where(wl.local[None, :] * w > cpu, cpu / w, np.inf)
     share = _Share(rho_o=np.zeros(shape), high=irq_load.copy(), r=r,
-                   delivered=np.full(shape, np.nan), q_end=np.zeros(shape))
+                   delivered=np.full(shape, np.nan), q_end=np.zeros(shape),
+                   r_end=np.full(shape, np.inf))
     for cols in wl.groups:
         _share_host(wl, b, w, irq_load, soft_load, cap_q, cols, share, sleeps)
     return share
@@ -178,6 +180,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     high = np.zeros(wj.shape)
     q = np.zeros(wj.shape)
     done = np.zeros(wj.shape)
+    r_end = np.full(wj.shape, np.inf)
     inflow = wl.n[cols] / np.maximum(wl.span[cols], _TINY)  # n packets over the span
     for lo, hi in itertools.pairwise(edges):
         length = hi - lo
@@ -187,11 +190,14 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
         m = same * (act[:, None] & act[None, :])[None]
         h = np.einsum("pij,pj->pi", m, irq)
         h_o = np.einsum("pij,pj->pi", m, woken) - woken
-        rk = _waterfill(m, lam, wj, np.clip(1.0 - h - h_o, 0.0, None))
+        # a member with a backlog asks for its arrivals plus the backlog within the phase
+        demand = np.where(act, inflow, 0.0) + q / length
+        rk = _waterfill(m, demand, wj, np.clip(1.0 - h - h_o, 0.0, None))
         rho += act * (np.einsum("pij,pj->pi", m, own) - own) * length
         high += act * h * length
         avail = q + act * inflow * length
         taken = np.where(act, np.minimum(avail, rk * length), 0.0)
+        r_end = np.where(act, rk, r_end)
         q = np.minimum(avail - taken, cap)
         done += taken
     span = np.maximum(wl.span[cols], _TINY)
@@ -199,18 +205,20 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     out.high[:, cols] = np.where(wl.span[cols] > 0, high / span, out.high[:, cols])
     out.delivered[:, cols] = np.where(wl.span[cols] > 0, done + q, np.nan)
     out.q_end[:, cols] = q
+    out.r_end[:, cols] = r_end
     out.r[:, cols] = np.where((done + q < wl.n[cols] - 0.5) | (q >= 1.0), done / span, np.inf)
 
 
 def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray) -> np.ndarray:
     """Per-packet round-robin share of `cpu`: the rate r each member gets (inf if λ ≤ r).
 
-    r solves f(r) = Σ_j m_ij·min(λ_j, r)·w_j = cpu_i; f is piecewise linear with knots at
-    the λ_j, so with the members sorted by λ it is read off cumulative sums.
+    r solves f(r) = Σ_j m_ij·min(λ_j, r)·w_j = cpu_i (λ of shape (P, m): each member's
+    demand); f is piecewise linear with knots at the λ_j, so with the members sorted by λ
+    it is read off cumulative sums.
     """
-    order = np.argsort(lam)
-    ls = lam[order]
-    mw = m[:, :, order] * w[:, None, order]
+    order = np.argsort(lam, axis=1)
+    ls = np.take_along_axis(lam, order, 1)[:, None, :]
+    mw = np.take_along_axis(m * w[:, None, :], order[:, None, :], 2)
     cum_load = np.cumsum(mw * ls, axis=2)
     cum_w = np.cumsum(mw, axis=2)
     suf_w = cum_w[:, :, -1:] - cum_w
@@ -220,7 +228,7 @@ def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray) -
     base = np.where(k > 0, np.take_along_axis(cum_load, idx, 2)[:, :, 0], 0.0)
     rest = np.where(k > 0, np.take_along_axis(suf_w, idx, 2)[:, :, 0], cum_w[:, :, -1])
     r = np.where(rest > 0, (cpu - base) / np.maximum(rest, _TINY), np.inf)
-    return np.where((k < lam.size) & (lam[None, :] > r), r, np.inf)
+    return np.where((k < lam.shape[1]) & (lam > r), r, np.inf)
 
 
 def _poisson_excess(mu: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -315,7 +323,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
             "period": period.ravel(), "wm": wm.ravel(), "tau": tau.ravel(),
             "n_wake": n_wake.ravel(), "high": share.high.ravel(), "cap": cap_q.ravel(),
             "r": share.r.ravel(), "fluid_delivered": share.delivered.ravel(),
-            "fluid_q": share.q_end.ravel()}
+            "fluid_q": share.q_end.ravel(), "fluid_r": share.r_end.ravel()}
     res = {key: np.zeros(col.size) for key in _Mode.__dataclass_fields__}
 
     def run(mask: np.ndarray, fn: Callable[..., _Mode], *names: str) -> None:
@@ -336,7 +344,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         sub = {k: v[sat] for k, v in res.items()}
         _saturate(cx, sub, act.ravel()[sat], (pas | wat).ravel()[sat],
                   *(flat[k][sat] for k in ("r", "high", "cap", "w", "fluid_delivered",
-                                           "fluid_q")))
+                                           "fluid_q", "fluid_r")))
         for key, value in sub.items():
             res[key][sat] = value
     res = {k: v.reshape(shape) for k, v in res.items()}
@@ -568,12 +576,13 @@ def _watermark(cx: _Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray) ->
 
 def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.ndarray,
               r: np.ndarray, high: np.ndarray, cap: np.ndarray, w: np.ndarray,
-              fluid_delivered: np.ndarray, fluid_q: np.ndarray) -> None:
+              fluid_delivered: np.ndarray, fluid_q: np.ndarray, fluid_r: np.ndarray) -> None:
     """Elements whose core cannot keep up: the consumer gets r packets/s, its queue overflows.
 
     Alone on a host, per burst (cbr/poisson: one burst) the queue (backlog B in active_wait,
     else the ring R) fills at λ − r, drops beyond its capacity and drains after the last
-    arrival; on a shared host the phases of `_core_share` did that already (`fluid_*`).
+    arrival; on a shared host the phases of `_core_share` did that already (`fluid_*`: the
+    packets delivered, the queue when arrivals end and the rate in the last phase).
     """
     n, lam = cx.n, cx.lam
     on = cx.c("on") + 1.0 / lam
@@ -594,7 +603,12 @@ def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np
     q_end = np.where(fluid, fluid_q, q_end)
     lat = np.minimum(cap, np.where(fluid, q_end, q)) / np.maximum(r, _TINY) + cx.ti + w
     res["delivered"] = delivered
-    res["duration"] = cx.span + cx.ti + q_end * w + q_irq * cx.ti
+    # the queue left when arrivals end drains at the share the consumer had last
+    # (active_wait: plus the core time its own interrupts no longer take)
+    r_post = fluid_r + np.where(act, cx.lam * cx.ti / w, 0.0)
+    drain = np.where(fluid & np.isfinite(fluid_r), q_end / np.maximum(r_post, _TINY),
+                     q_end * w)
+    res["duration"] = cx.span + cx.ti + drain + q_irq * cx.ti
     res["lat_mean"] = lat
     res["lat_p99"] = lat * 1.02
     res["stranded"] = np.zeros_like(r)
