@@ -364,7 +364,8 @@ def _outputs(wl: Workload, res: dict[str, np.ndarray], w: np.ndarray, bus: np.nd
     irq = res["interrupts"]
     # cpu: interrupts + packet work (a backlog drop in active_wait paid its interrupt)
     cpu = irq * ti + delivered * w
-    cpu = np.where(bus, np.maximum(duration, cpu), cpu)
+    duration = np.maximum(duration, cpu)  # a core does at most one second of work a second
+    cpu = np.where(bus, duration, cpu)
     pos = np.maximum(duration, _TINY)
     return {
         "packets_offered": np.broadcast_to(n, shape).astype(float),

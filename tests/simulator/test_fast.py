@@ -1,0 +1,230 @@
+"""The fast engine's closed forms, conservation, and its batch API."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nictune.model import (
+    MODES,
+    PLACEMENTS,
+    Config,
+    Costs,
+    NicSetting,
+    load_config,
+    parse_config,
+)
+from nictune.simulator import simulate as simulate_any
+from nictune.simulator.fast import METRIC_KEYS, SettingBatch, evaluate_batch, simulate
+from nictune.simulator.metrics import CONTRACT_KEYS
+
+ROOT = Path(__file__).resolve().parents[2]
+TI, TP = 4e-6, 0.6e-6
+
+
+def one(rate: float, packets: int = 1_000_000, arrival: str = "cbr", size: int = 1000,
+        per_byte: float = 0.0, backlog: int = 1000, **host: object) -> Config:
+    """One transmission on its own host; per_byte 0 makes w = per_packet."""
+    raw = {
+        "hosts": {"h": {"cores": 2, "backlog_slots": backlog, "costs": {
+            "irq": TI, "per_packet": TP, "per_byte": per_byte}, **host}},
+        "nics": {"n": {"host": "h", "link": "400Gbit/s", "max_ring_slots": 1 << 20}},
+        "transmissions": [{"id": "t", "nic": "n", "size": packets * size,
+                           "packet_size": size, "rate": rate, "arrival": arrival}],
+    }
+    return parse_config(raw, source="test")
+
+
+def run(config: Config, setting: NicSetting):
+    return simulate(config, {"t": setting})[0]
+
+
+@pytest.mark.parametrize("fraction", [0.3, 0.8, 0.95, 1.1, 1.5, 2.0, 3.0])
+def test_livelock_follows_the_closed_form(fraction: float) -> None:
+    """Delivered rate = λ up to 1/(Ti+Tp), then (1 − λ·Ti)/Tp, 0 from λ = 1/Ti on."""
+    lam = fraction / (TI + TP)
+    m = run(one(lam), NicSetting("active_wait", ring_slots=1 << 20))
+    expected = lam if lam <= 1 / (TI + TP) else max(0.0, (1 - lam * TI) / TP)
+    delivered_rate = m.packets_delivered / m.duration_s
+    assert delivered_rate == pytest.approx(expected, rel=0.01, abs=2000 / m.duration_s)
+    if lam * TI >= 1:  # past 1/Ti only the backlog is ever processed
+        assert m.packets_delivered <= 1000 + 1
+
+
+def test_watermark_without_timeout_strands_n_mod_w() -> None:
+    """Light cbr load: each wake-up takes exactly W packets; N mod W stay in the ring."""
+    n, wm = 12_345, 100
+    m = run(one(1000.0, packets=n), NicSetting("watermark", watermark=wm,
+                                               watermark_timeout=0.0, ring_slots=4096))
+    assert m.interrupts == n // wm
+    assert m.packets_stranded == n % wm
+    assert m.packets_delivered == n - n % wm
+    assert m.empty_wakeups == 0
+
+
+def test_watermark_timeout_flushes_the_rest() -> None:
+    m = run(one(1000.0, packets=12_345), NicSetting("watermark", watermark=100,
+                                                    watermark_timeout=0.5, ring_slots=4096))
+    assert m.packets_stranded == 0 and m.packets_delivered == 12_345
+    assert m.interrupts == 12_345 // 100 + 1
+
+
+def test_a_short_timeout_wakes_before_the_watermark() -> None:
+    """τ = 10.5 ms at 1000 packets/s: a wake-up every 1 + 10 packets, not every 100."""
+    m = run(one(1000.0, packets=12_345), NicSetting("watermark", watermark=100,
+                                                    watermark_timeout=0.0105, ring_slots=4096))
+    assert m.interrupts == math.ceil(12_345 / 11)
+
+
+@pytest.mark.parametrize("interval", [1e-4, 1e-3, 1e-2])
+def test_passive_interrupts_are_duration_over_interval(interval: float) -> None:
+    m = run(one(5000.0, packets=200_000), NicSetting("passive_wait", poll_interval=interval))
+    assert m.interrupts == pytest.approx(m.duration_s / interval, rel=0.01)
+    assert m.packets_dropped == 0
+
+
+def test_passive_counts_empty_wakeups_when_ticks_outpace_packets() -> None:
+    """cbr, one packet every 1 ms, a tick every 0.1 ms: ~9 of 10 ticks find nothing."""
+    m = run(one(1000.0, packets=10_000), NicSetting("passive_wait", poll_interval=1e-4))
+    assert m.empty_wakeups / m.interrupts == pytest.approx(0.9, abs=0.01)
+
+
+def test_passive_ring_overflows_when_a_period_brings_more_than_the_ring() -> None:
+    lam, interval, ring = 100_000.0, 1e-3, 64  # 100 packets per tick, 64 slots
+    m = run(one(lam), NicSetting("passive_wait", poll_interval=interval, ring_slots=ring))
+    assert m.packets_dropped / m.packets_offered > 0.2
+
+
+def test_poisson_overflow_uses_the_distribution() -> None:
+    """The mean per tick (50) fits the ring (64) but Poisson bursts do not, always."""
+    setting = NicSetting("passive_wait", poll_interval=5e-4, ring_slots=64)
+    cbr = run(one(100_000.0), setting)
+    poisson = run(one(100_000.0, arrival="poisson"), setting)
+    assert cbr.packets_dropped == 0
+    assert 0 < poisson.packets_dropped / poisson.packets_offered < 0.05
+
+
+def test_busy_poll_keeps_its_core_busy_and_raises_no_interrupt() -> None:
+    m = run(one(50_000.0), NicSetting("busy_poll"))
+    assert m.interrupts == 0
+    assert m.cpu_util == pytest.approx(1.0)
+    assert m.cpu_busy_s == pytest.approx(m.duration_s)
+    assert m.latency_mean_s < 2e-6
+
+
+def test_energy_is_idle_power_plus_busy_cores() -> None:
+    config = one(50_000.0, power={"nic_idle": 7.0, "core_busy": 11.0})
+    m = run(config, NicSetting("active_wait"))
+    assert m.energy_j == pytest.approx(7.0 * m.duration_s + 11.0 * m.cpu_busy_s)
+
+
+def test_placement_and_memory_bus_raise_the_per_byte_cost() -> None:
+    config = one(50_000.0, per_byte=1e-9)
+    near = run(config, NicSetting("active_wait", placement="same_core"))
+    far = run(config, NicSetting("active_wait", placement="cross_package"))
+    assert far.cpu_busy_s - far.interrupts * TI == pytest.approx(
+        (near.cpu_busy_s - near.interrupts * TI) * (TP + 1.4e-6) / (TP + 1e-6))
+    # 50 kpps · 1000 B · 3 = 150 MB/s against 0.65 · 100 MB/s sustainable: m = 150/65
+    slow = one(50_000.0, per_byte=1e-9, memory={"bandwidth": 1e8})
+    busy = run(slow, NicSetting("active_wait"))
+    per_packet = (busy.cpu_busy_s - busy.interrupts * TI) / busy.packets_delivered
+    assert per_packet == pytest.approx(TP + 1000 * 1e-9 * 150 / 65)
+
+
+def random_batch(rng: np.random.Generator, p: int, t: int, cores: int) -> SettingBatch:
+    ring = rng.choice([64.0, 512.0, 4096.0], size=(p, t))
+    return SettingBatch(
+        mode=rng.integers(0, len(MODES), (p, t)),
+        poll_interval=np.exp(rng.uniform(np.log(2e-6), np.log(1e-2), (p, t))),
+        watermark=np.maximum(1, np.floor(rng.uniform(0, 1, (p, t)) * ring / 2)),
+        watermark_timeout=rng.choice([0.0, 1e-4, 1e-2], size=(p, t)),
+        ring_slots=ring,
+        irq_core=rng.integers(0, cores, (p, t)),
+        placement=rng.integers(0, len(PLACEMENTS), (p, t)),
+    )
+
+
+@pytest.fixture(scope="module")
+def rack() -> Config:
+    return load_config(ROOT / "configs" / "rack.yaml")
+
+
+def test_batch_shapes_and_conservation(rack: Config) -> None:
+    ts = rack.transmissions
+    out = evaluate_batch(rack, ts, random_batch(np.random.default_rng(1), 64, len(ts), 2))
+    assert set(out) == set(METRIC_KEYS)
+    for key, value in out.items():
+        assert value.shape == (64, len(ts)), key
+        assert np.isfinite(value).all(), key
+    total = out["packets_delivered"] + out["packets_dropped"] + out["packets_stranded"]
+    np.testing.assert_allclose(total, out["packets_offered"], rtol=1e-9)
+    assert (out["packets_dropped"] >= 0).all() and (out["packets_stranded"] >= 0).all()
+    assert (out["cpu_util"] <= 1.0 + 1e-9).all()
+
+
+def test_batch_row_equals_simulate_for_the_same_settings(rack: Config) -> None:
+    """Shared hosts couple the columns of one row; a row is one simulate() call."""
+    ts = rack.transmissions
+    batch = random_batch(np.random.default_rng(2), 5, len(ts), 2)
+    out = evaluate_batch(rack, ts, batch)
+    for p in (0, 3):
+        settings = {t.id: batch.setting(p, j) for j, t in enumerate(ts)}
+        for j, m in enumerate(simulate(rack, settings)):
+            assert m.throughput_bps == pytest.approx(out["throughput_bps"][p, j])
+            assert m.interrupts == pytest.approx(out["interrupts"][p, j])
+            assert m.cpu_busy_s == pytest.approx(out["cpu_busy_s"][p, j])
+            assert m.energy_j == pytest.approx(out["energy_j"][p, j])
+
+
+def test_setting_batch_round_trip() -> None:
+    rows = [[NicSetting("watermark", ring_slots=512, watermark=64, watermark_timeout=0.0,
+                        irq_core=1, placement="same_die"),
+             NicSetting("passive_wait", ring_slots=4096, poll_interval=1e-3),
+             NicSetting("busy_poll", ring_slots=64, placement="cross_package")],
+            [NicSetting("active_wait", ring_slots=1024, irq_core=3)] * 3]
+    batch = SettingBatch.from_settings(rows)
+    assert batch.shape == (2, 3)
+    assert batch.mode.dtype == np.int8 and batch.irq_core.dtype == np.int64
+    for p, row in enumerate(rows):
+        for t, s in enumerate(row):
+            assert batch.setting(p, t) == s
+
+
+def test_setting_batch_refuses_ragged_shapes() -> None:
+    with pytest.raises(ValueError):
+        SettingBatch(mode=np.zeros((2, 3)), poll_interval=np.zeros((2, 2)),
+                     watermark=np.zeros((2, 3)), watermark_timeout=np.zeros((2, 3)),
+                     ring_slots=np.zeros((2, 3)), irq_core=np.zeros((2, 3)),
+                     placement=np.zeros((2, 3)))
+
+
+def test_rack_naive_irq_assignment_drops_and_a_spread_one_does_not(rack: Config) -> None:
+    naive = {t.id: rack.default_setting(t) for t in rack.transmissions}
+    spread = {}
+    for t in rack.transmissions:
+        nics = [n for n in rack.nics.values() if n.host == rack.nic_of(t).host]
+        core = nics.index(rack.nic_of(t)) % rack.host_of(t).cores
+        spread[t.id] = replace(naive[t.id], irq_core=core)
+    before = {m.transmission: m for m in simulate(rack, naive)}
+    after = {m.transmission: m for m in simulate(rack, spread)}
+    assert max(m.packets_dropped / m.packets_offered for m in before.values()) > 0.1
+    assert all(m.packets_dropped == 0 for m in after.values())
+    assert sum(m.throughput_bps for m in after.values()) > 1.05 * sum(
+        m.throughput_bps for m in before.values())
+
+
+def test_engine_interface_and_json_keys(rack: Config) -> None:
+    t = rack.transmissions[0]
+    m = simulate_any(rack, {t.id: rack.default_setting(t)}, engine="fast")[0]
+    assert m.engine == "fast" and not m.extrapolated and m.window_packets == t.packets
+    assert tuple(m.to_json()) == CONTRACT_KEYS
+    assert m.packets_offered == m.packets_delivered + m.packets_dropped + m.packets_stranded
+    assert math.isclose(m.throughput_bps, 8 * m.bytes_delivered / m.duration_s)
+
+
+def test_costs_default_matches_the_model() -> None:
+    assert Costs().irq == TI and Costs().per_packet == TP
