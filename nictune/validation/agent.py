@@ -468,12 +468,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.mode = args.mode or profile.get("mode")
     if args.mode not in MODES:
         p.error(f"--mode is required (no capture profile for {args.iface})")
-    defaults = {"ring_slots": profile.get("ring_slots", 4096),
-                "watermark": profile.get("watermark") or 128,
-                "watermark_timeout": profile.get("watermark_timeout_s",
-                                                 profile.get("watermark_timeout", 0.5)),
-                "poll_interval": profile.get("poll_interval_s",
-                                             profile.get("poll_interval", 0.001))}
+    def pick(*keys: str, default: float) -> float:
+        for key in keys:
+            if profile.get(key) is not None:
+                return profile[key]
+        return default
+
+    defaults = {"ring_slots": pick("ring_slots", default=4096),
+                "watermark": pick("watermark", default=128),
+                "watermark_timeout": pick("watermark_timeout_s", default=0.5),
+                "poll_interval": pick("poll_interval_s", default=0.001)}
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)

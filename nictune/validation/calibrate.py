@@ -1,0 +1,227 @@
+"""Calibration: fit the host cost profile from measured runs and check the model with it.
+
+`calibrate` sweeps receive modes × packet rates × packet sizes between a sender and a
+receiver (each mode applied through the deployer, one agent + hping3 run per point),
+then fits the consumer's CPU time per run as
+
+    cpu_s ≈ irq · wake-ups + per_packet · packets + per_byte · bytes
+
+by non-negative least squares (`scipy.optimize.nnls`, columns scaled) over the blocking
+modes (busy_poll spins: its CPU is the whole duration in the model, not a sum of costs).
+The CPU is the agent's own (getrusage: user + system, which includes the softirq work the
+kernel charges to it while it runs) — what the consumer pays, not the whole host.
+
+The result is a host profile YAML (`costs`, `fit`) that configs load with
+`hosts.NAME.profile: FILE`. Every point is then simulated with the default costs and with
+the fitted ones, at the rate the sender really achieved, and the predicted throughput
+and wake-ups are compared with the measured ones (relative errors, before and after).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from scipy.optimize import nnls
+
+from nictune.deploy import transaction as tx
+from nictune.deploy.inventory import Inventory, InventoryError
+from nictune.deploy.probe import capture_profile_path
+from nictune.deploy.transport import Connection
+from nictune.errors import InputError, RunError
+from nictune.model import MODES, Costs, NicSetting, parse_config
+from nictune.simulator import simulate
+from nictune.validation import remote, traffic
+
+SWEEP_SETTINGS = {
+    "active_wait": NicSetting("active_wait"),
+    "passive_wait": NicSetting("passive_wait", poll_interval=0.001),
+    "watermark": NicSetting("watermark", watermark=32, watermark_timeout=0.005),
+    "busy_poll": NicSetting("busy_poll"),
+}
+PORT = 19999
+
+
+@dataclass
+class Options:
+    packets: int = 3000
+    rates: Sequence[float] | None = None
+    sizes: Sequence[int] | None = None
+    modes: Sequence[str] | None = None
+    repeats: int = 1
+    nic: str | None = None
+    engine: str = "des"
+    settings: dict[str, NicSetting] = field(default_factory=lambda: dict(SWEEP_SETTINGS))
+
+    def sweep(self) -> tuple[list[str], list[float], list[int]]:
+        modes = list(self.modes or MODES)
+        bad = [m for m in modes if m not in MODES]
+        if bad:
+            raise InputError(f"--modes: unknown mode {bad[0]!r} (modes: {', '.join(MODES)})")
+        sizes = list(self.sizes or (200, 1400))
+        if any(not 64 <= s <= 9000 for s in sizes):
+            raise InputError(f"--sizes: packet sizes must be 64..9000 bytes, got {sizes}")
+        return modes, list(self.rates or (2000.0, 5000.0, 10000.0)), sizes
+
+
+def _point_config(costs: Costs, size: int, rate: float, packets: int, ring: int) -> Any:
+    """A one-host, one-NIC config for simulating one sweep point."""
+    return parse_config({
+        "hosts": {"h": {"cores": 1, "costs": asdict(costs)}},
+        "nics": {"n": {"host": "h", "link": "10Gbit/s", "ring_slots": ring,
+                       "max_ring_slots": max(ring, 32768)}},
+        "transmissions": [{"id": "p", "nic": "n", "size": packets * size,
+                           "packet_size": size, "rate": rate, "arrival": "cbr"}],
+    }, source="<calibration point>")
+
+
+def predict(costs: Costs, point: dict[str, Any], setting: NicSetting,
+            engine: str = "des") -> dict[str, float]:
+    """The model's throughput and wake-ups for a measured point (at its achieved rate)."""
+    cfg = _point_config(costs, point["packet_size"], point["sender_rate_pps"],
+                        point["packets_sent"], setting.ring_slots)
+    m = simulate(cfg, {"p": setting}, engine=engine, exact=True)[0]
+    return {"throughput_bps": m.throughput_bps, "wakeups": m.interrupts,
+            "cpu_s": m.cpu_busy_s}
+
+
+def fit(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """NNLS fit of irq, per_packet, per_byte on the blocking-mode points."""
+    rows = [p for p in points if p["mode"] != "busy_poll" and p["packets_received"]]
+    if len(rows) < 3:
+        raise RunError(f"calibration needs >= 3 blocking-mode points, got {len(rows)}")
+    a = np.array([[p["wakeups"], p["packets_received"], p["bytes_received"]] for p in rows],
+                 dtype=float)
+    b = np.array([p["cpu_s"] for p in rows], dtype=float)
+    scale = np.where(a.max(axis=0) > 0, a.max(axis=0), 1.0)
+    x, _ = nnls(a / scale, b)
+    coef = x / scale
+    pred = a @ coef
+    rel = np.abs(pred - b) / np.where(b > 0, b, np.nan)
+    ss_res = float(((pred - b) ** 2).sum())
+    ss_tot = float(((b - b.mean()) ** 2).sum())
+    return {"irq": float(coef[0]), "per_packet": float(coef[1]), "per_byte": float(coef[2]),
+            "points": len(rows), "cpu_mean_rel_error": float(np.nanmean(rel)),
+            "r2": 1 - ss_res / ss_tot if ss_tot > 0 else float("nan")}
+
+
+def _errors(points: list[dict[str, Any]], key: str) -> dict[str, float | None]:
+    """Mean absolute relative error of the predictions in `key` per metric."""
+    out: dict[str, float | None] = {}
+    for metric in ("throughput_bps", "wakeups"):
+        errs = [abs(p[key][metric] - p[metric]) / p[metric] for p in points
+                if p.get(metric) and p.get(key)]
+        out[metric] = float(np.mean(errs)) if errs else None
+    return out
+
+
+def calibrate(inventory: Inventory, sender: str, receiver: str, opts: Options,
+              progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Run the sweep, fit the profile, compare predictions before and after."""
+    modes, rates, sizes = opts.sweep()
+    for name in (sender, receiver):
+        if name not in inventory.hosts:
+            raise InventoryError(f"{inventory.path}: unknown host {name!r} "
+                                 f"(hosts: {', '.join(inventory.hosts)})")
+    host = inventory.hosts[receiver]
+    nic = opts.nic or next(iter(host.nics), None)
+    if nic is None:
+        raise InventoryError(f"{inventory.path}: host {receiver} has no nics")
+    iface = host.iface(nic)
+    points: list[dict[str, Any]] = []
+    with Connection(inventory.hosts[sender]).connect() as tx_conn, \
+            Connection(host).connect() as rx_conn:
+        had_snapshot = tx.load_snapshot(host.state_dir, host.name) is not None
+        if had_snapshot:
+            raise RunError(f"{receiver}: nictune already manages this host (a snapshot "
+                           "exists); run `nictune rollback` first so calibration can "
+                           "restore it afterwards")
+        rx = remote.Receiver.prepare(rx_conn, host, iface)
+        try:
+            for mode in modes:
+                setting = opts.settings[mode]
+                applied = tx.apply_host(rx_conn, host, {nic: setting})
+                if not applied.ok:
+                    raise RunError(f"{receiver}: applying {mode} failed: {applied.error}")
+                for size in sizes:
+                    for rate in rates:
+                        for rep in range(opts.repeats):
+                            progress(f"{mode} {size} B at {rate:g} pps ({rep + 1})")
+                            spec = traffic.TrafficSpec("calibration", rx.address, PORT, size,
+                                                       opts.packets, max(1, round(1e6 / rate)))
+                            raw = remote.measure(rx, tx_conn, spec, [
+                                "--profile", capture_profile_path(host, iface)],
+                                f"cal-{mode}-{size}-{rate:g}-{rep}")
+                            point = remote.derive(raw)
+                            point.update(mode=mode, packet_size=size, rate_pps=rate,
+                                         setting=setting.to_json())
+                            points.append(point)
+        finally:
+            restored = tx.restore_host(rx_conn, host)
+            if not restored.ok:
+                raise RunError(f"{receiver}: restore failed: {restored.error}")
+    coef = fit(points)
+    fitted = Costs(irq=coef["irq"], per_packet=coef["per_packet"],
+                   per_byte=coef["per_byte"])
+    for p in points:
+        if p["sender_rate_pps"] and p["packets_sent"]:
+            setting = opts.settings[p["mode"]]
+            p["predicted_before"] = predict(Costs(), p, setting, opts.engine)
+            p["predicted_after"] = predict(fitted, p, setting, opts.engine)
+    return {"sender": sender, "receiver": receiver, "nic": nic, "iface": iface,
+            "fit": coef, "costs": asdict(fitted), "engine": opts.engine,
+            "error_before": _errors(points, "predicted_before"),
+            "error_after": _errors(points, "predicted_after"), "points": points}
+
+
+def _duration(seconds: float) -> str:
+    if seconds == 0:
+        return "0s"
+    for unit, factor in (("ns", 1e-9), ("us", 1e-6), ("ms", 1e-3)):
+        if seconds < 1000 * factor:
+            return f"{seconds / factor:.6g}{unit}"
+    return f"{seconds:.6g}s"
+
+
+def write_profile(result: dict[str, Any], path: Path) -> None:
+    """A host profile YAML (`costs`, `fit`) that configs load with `profile: FILE`."""
+    costs = {k: _duration(v) for k, v in result["costs"].items()}
+    doc = {"costs": costs, "fit": {
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "method": "nnls: agent cpu_s ~ irq*wakeups + per_packet*packets + per_byte*bytes",
+        "sender": result["sender"], "receiver": result["receiver"], "nic": result["nic"],
+        "points": result["fit"]["points"], "r2": _finite(result["fit"]["r2"]),
+        "cpu_mean_rel_error": _finite(result["fit"]["cpu_mean_rel_error"]),
+        "error_before": result["error_before"], "error_after": result["error_after"]}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# nictune calibrate: host cost profile (use as hosts.NAME.profile)\n"
+                    + yaml.safe_dump(doc, sort_keys=False))
+
+
+def _finite(x: float) -> float | None:
+    return x if isinstance(x, float) and math.isfinite(x) else None
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f} %"
+
+
+def summary(result: dict[str, Any]) -> str:
+    f, c = result["fit"], result["costs"]
+    lines = [f"calibrated {result['receiver']}/{result['iface']} from {len(result['points'])} "
+             f"points ({f['points']} in the fit)",
+             f"  irq {_duration(c['irq'])}  per_packet {_duration(c['per_packet'])}  "
+             f"per_byte {_duration(c['per_byte'])}",
+             f"  fit: R² {f['r2']:.3f}, mean |error| of CPU time {_pct(f['cpu_mean_rel_error'])}",
+             "  model vs measured (mean |relative error|):"
+             f" throughput {_pct(result['error_before']['throughput_bps'])} -> "
+             f"{_pct(result['error_after']['throughput_bps'])}, wake-ups "
+             f"{_pct(result['error_before']['wakeups'])} -> "
+             f"{_pct(result['error_after']['wakeups'])} (default costs -> fitted)"]
+    return "\n".join(lines)

@@ -1,0 +1,138 @@
+"""One measured run on real hosts: ship the agent, start it, send with hping3, collect.
+
+Used by the A/B runner and by calibration. The receiver's connection runs the agent (as
+root: AF_PACKET needs CAP_NET_RAW; `sudo: true` hosts use `sudo -n`), the sender's runs
+hping3. Nothing here changes NIC settings: that is the deployer's job.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nictune.deploy.inventory import HostInventory
+from nictune.deploy.transport import Connection
+from nictune.errors import RunError
+from nictune.validation import agent, counters, pfring, traffic
+
+AGENT_DIR = "/tmp/nictune-validate"
+AGENT_FILES = (Path(agent.__file__), Path(pfring.__file__))
+
+
+@dataclass
+class Receiver:
+    """The receiving side of one transmission: its connection, interface and address."""
+
+    conn: Connection
+    host: HostInventory
+    iface: str
+    address: str
+    hz: int
+    directory: str
+
+    @classmethod
+    def prepare(cls, conn: Connection, host: HostInventory, iface: str) -> Receiver:
+        """Ship agent.py + pfring.py and find the interface's IPv4 address."""
+        directory = host.remote_path(AGENT_DIR)
+        conn.run(["mkdir", "-p", directory], check=True)
+        for path in AGENT_FILES:
+            conn.put(str(path), f"{directory}/{path.name}")
+        res = conn.run(["ip", "-4", "-o", "addr", "show", "dev", iface])
+        address = next((w.split("/")[0] for line in res.stdout.splitlines()
+                        for i, w in enumerate(line.split())
+                        if i > 0 and line.split()[i - 1] == "inet"), "")
+        if not res.ok or not address:
+            raise RunError(f"{host.name}: interface {iface} has no IPv4 address to send to "
+                           f"({res.error_line() if not res.ok else 'ip addr shows none'})")
+        hz = conn.run(["getconf", "CLK_TCK"]).stdout.strip()
+        return cls(conn, host, iface, address, int(hz) if hz.isdigit() else 100, directory)
+
+
+def _wait_for(conn: Connection, path: str, seconds: float, what: str,
+              also: str = "") -> None:
+    """Poll until `path` (or `also`: the agent's result, written early on failure) exists."""
+    deadline = time.monotonic() + seconds
+    test = f"test -e {shlex.quote(path)}" + (f" || test -e {shlex.quote(also)}" if also else "")
+    while conn.run(test).rc != 0:
+        if time.monotonic() > deadline:
+            log = conn.run(f"tail -3 {shlex.quote(also or path)}.log 2>/dev/null").stdout
+            raise RunError(f"{conn.host.name}: {what} not seen within {seconds:g} s "
+                           f"{log.strip()}")
+        time.sleep(0.05)
+
+
+def measure(rx: Receiver, sender: Connection, spec: traffic.TrafficSpec,
+            agent_args: list[str], tag: str) -> dict[str, Any]:
+    """Start the agent, run hping3, wait for the agent's JSON; one run's raw results."""
+    base = f"{rx.directory}/{tag}"
+    ready, out = f"{base}.ready", f"{base}.json"
+    timeout = spec.count * spec.interval_us / 1e6 * 3 + 60 if spec.interval_us else \
+        spec.flood_s * 3 + 60
+    argv = ["python3", f"{rx.directory}/agent.py", "--iface", rx.iface, "--port",
+            str(spec.port), "--packet-size", str(spec.packet_size), "--ready-file", ready,
+            "--out", out, "--start-timeout", f"{min(timeout, 120):g}", *agent_args]
+    if spec.count:
+        argv += ["--count", str(spec.count)]
+    rx.conn.run(f"rm -f {shlex.quote(ready)} {shlex.quote(out)}; nohup {shlex.join(argv)} "
+                f"> {shlex.quote(out + '.log')} 2>&1 < /dev/null &", check=True)
+    _wait_for(rx.conn, ready, 30, "the agent's ready file", also=out)
+    res = sender.run(traffic.hping3_command(spec), timeout=timeout)
+    sent = traffic.parse_hping3(res.stdout, res.stderr, res.rc, spec)
+    _wait_for(rx.conn, out, timeout, "the agent's result")
+    text = rx.conn.read_file(out, missing_ok=False) or ""
+    rx.conn.run(["rm", "-f", ready, out, out + ".log"])
+    try:
+        result = json.loads(text)
+    except json.JSONDecodeError:
+        raise RunError(f"{rx.host.name}: the agent wrote no JSON: {text[:200]!r}") from None
+    if "error" in result:
+        raise RunError(f"{rx.host.name}: agent failed: {result['error']}")
+    delta = counters.delta(result.pop("counters_before"), result.pop("counters_after"),
+                           rx.iface, hz=rx.hz)
+    return {"agent": result, "sender": sent.to_json(), "counters": delta.to_json(),
+            "spec": {"count": spec.count, "interval_us": spec.interval_us,
+                     "target_rate_pps": spec.target_rate_pps if spec.interval_us else None,
+                     "packet_size": spec.packet_size, "port": spec.port,
+                     "target": spec.target}}
+
+
+LOSS_LIMIT = 0.001  # above 0.1 % the receiver limited the run
+SENDER_SHORTFALL = 0.9  # below 90 % of the paced rate the sender limited it
+
+
+def derive(raw: dict[str, Any]) -> dict[str, Any]:
+    """The run's metrics: throughputs (receive span and the seed paper's), loss, limits."""
+    a, s, c = raw["agent"], raw["sender"], raw["counters"]
+    received, sent = a["packets"], s["transmitted"]
+    span = None
+    if a["packets"] > 1 and a["first_arrival"] is not None:
+        end = max(a["last_delivery"] or 0.0, a["last_arrival"] or 0.0)
+        span = end - a["first_arrival"]
+    loss = 1 - received / sent if sent else 0.0
+    drops = a["ring_drops"] + (c["rx_drop"] or 0) + (c["nic_drops"] or 0)
+    target = raw["spec"]["target_rate_pps"]
+    limited = []
+    if target and s["rate_pps"] < SENDER_SHORTFALL * target:
+        limited.append("sender")
+    if loss > LOSS_LIMIT or a["ring_drops"]:
+        limited.append("receiver")
+    return {
+        "packets_sent": sent, "packets_received": received,
+        "bytes_received": a["bytes"], "bytes_sent": s["bytes_sent"],
+        "loss": loss, "receive_span_s": span,
+        "throughput_bps": 8 * a["bytes"] / span if span else None,
+        "paper_throughput_bps": 8 * s["bytes_sent"] / s["duration_s"] if s["duration_s"] else
+        None,
+        "sender_rate_pps": s["rate_pps"], "target_rate_pps": target,
+        "receive_rate_pps": received / span if span else None,
+        "wakeups": a["wakeups"], "empty_wakeups": a["empty_wakeups"],
+        "nic_interrupts": c["nic_interrupts"], "net_rx_softirqs": c["net_rx_softirqs"],
+        "cpu_s": a["cpu_s"], "context_switches": a["context_switches"],
+        "ring_drops": a["ring_drops"], "drops": drops, "stranded": a["stranded"],
+        "limited_by": limited or ["offered rate"],
+        "backend": a["backend"], "notes": a["notes"],
+    }

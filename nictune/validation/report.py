@@ -1,0 +1,332 @@
+"""The validation report: report.json, report.md and a self-contained report.html.
+
+Per transmission, like the seed paper's Table 1 (throughput with the default and the
+optimized setting, improvement) plus wake-ups, interrupts, CPU, drops, 95 % confidence
+intervals, Welch's test, which side limited the runs, the knobs that could not be applied
+and the model's prediction beside the measurement.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from nictune.plan import Plan
+from nictune.validation import stats
+
+ARMS = ("default", "optimized")
+# (metric, higher is better, label)
+METRICS = (
+    ("throughput_bps", True, "throughput (receive span)"),
+    ("paper_throughput_bps", True, "throughput (sent / sender time, seed paper)"),
+    ("wakeups", False, "wake-ups"),
+    ("nic_interrupts", False, "NIC interrupts"),
+    ("net_rx_softirqs", False, "NET_RX softirqs (host-wide)"),
+    ("cpu_s", False, "agent CPU s"),
+    ("context_switches", False, "agent context switches"),
+    ("drops", False, "drops"),
+    ("loss", False, "loss"),
+    ("sender_rate_pps", True, "sender rate (pps)"),
+)
+COMPARED = ("throughput_bps", "paper_throughput_bps", "wakeups", "nic_interrupts", "cpu_s")
+
+
+def _values(runs: list[dict[str, Any]], metric: str) -> list[float]:
+    return [float(r[metric]) for r in runs if r.get(metric) is not None]
+
+
+def _predicted(plan: Plan | None, tid: str, arm: str) -> dict[str, Any] | None:
+    if plan is None:
+        return None
+    entry = next((e for e in plan.entries if e.id == tid), None)
+    pred = entry.predicted.get(arm) if entry else None
+    return pred if isinstance(pred, dict) else None
+
+
+def _rel_error(predicted: float | None, measured: float | None) -> float | None:
+    if predicted is None or measured is None or not measured:
+        return None
+    return (predicted - measured) / measured
+
+
+def _prediction_block(pred: dict[str, Any] | None, runs: list[dict[str, Any]],
+                      measured: dict[str, stats.Summary]) -> dict[str, Any] | None:
+    """The model's numbers for this arm next to the measured means (per-packet for counts)."""
+    if not pred:
+        return None
+    offered = pred.get("packets_offered") or 0
+    per_packet = {k: (pred.get(k) or 0) / offered if offered else None
+                  for k in ("interrupts", "cpu_busy_s")}
+    received = stats.summarize(_values(runs, "packets_received")).mean
+    m_wake = measured["wakeups"].mean / received if received else None
+    m_cpu = measured["cpu_s"].mean / received if received else None
+    thr = pred.get("throughput_bps")
+    return {
+        "throughput_bps": thr, "measured_throughput_bps": measured["throughput_bps"].mean,
+        "throughput_error": _rel_error(thr, measured["throughput_bps"].mean),
+        "wakeups_per_packet": per_packet["interrupts"], "measured_wakeups_per_packet": m_wake,
+        "wakeups_error": _rel_error(per_packet["interrupts"], m_wake),
+        "cpu_per_packet_s": per_packet["cpu_busy_s"], "measured_cpu_per_packet_s": m_cpu,
+        "offered_bps": pred.get("offered_bps"),
+    }
+
+
+def build(result: dict[str, Any], plan: Plan | None = None,
+          repredicted: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The report document from `runner.validate`'s result."""
+    rows = []
+    for tid in result["transmissions"]:
+        runs = {arm: [r for r in result["runs"] if r["transmission"] == tid and r["arm"] == arm]
+                for arm in ARMS}
+        summaries = {arm: {m: stats.summarize(_values(runs[arm], m)) for m, _, _ in METRICS}
+                     for arm in ARMS}
+        comparisons = {}
+        for m, higher, _ in METRICS:
+            if m in COMPARED and _values(runs["default"], m) and _values(runs["optimized"], m):
+                comparisons[m] = stats.compare(m, _values(runs["default"], m),
+                                               _values(runs["optimized"], m), higher).to_json()
+        entry = plan.entry(tid) if plan is not None else None
+        first = (runs["default"] or runs["optimized"])[0]
+        rows.append({
+            "transmission": tid,
+            "host": entry.host if entry else None, "nic": entry.nic if entry else None,
+            "packet_size": first["raw"]["spec"]["packet_size"],
+            "packets_per_run": first["raw"]["spec"]["count"],
+            "target_rate_pps": first["target_rate_pps"],
+            "settings": {arm: runs[arm][0]["setting"] for arm in ARMS if runs[arm]},
+            "summary": {arm: {m: s.to_json() for m, s in summaries[arm].items()}
+                        for arm in ARMS},
+            "comparisons": comparisons,
+            "limited_by": {arm: dict(Counter(x for r in runs[arm] for x in r["limited_by"]))
+                           for arm in ARMS},
+            "backend": first["backend"],
+            "agent_notes": sorted({n for arm in ARMS for r in runs[arm] for n in r["notes"]}),
+            "not_applied": {arm: result.get("deploy_notes", {}).get(f"{tid}/{arm}", [])
+                            for arm in ARMS},
+            "predicted": {arm: _prediction_block(_predicted(plan, tid, arm), runs[arm],
+                                                 summaries[arm]) for arm in ARMS},
+            "repredicted": (repredicted or {}).get(tid),
+        })
+    return {"nictune_validation": 1, "plan": result["plan"], "inventory": result["inventory"],
+            "sender": result["sender"], "repeats": result["repeats"],
+            "scale": result["scale"], "duration": result["duration"],
+            "wall_s": result["wall_s"], "restored": result.get("restored", {}),
+            "transmissions": rows,
+            "runs": [{k: v for k, v in r.items() if k != "raw"} for r in result["runs"]],
+            "raw_runs": [r["raw"] for r in result["runs"]]}
+
+
+# ----------------------------------------------------------------------------- text
+
+
+def _fmt(x: float | None, scale: float = 1.0, digits: int = 2) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    return f"{x / scale:,.{digits}f}"
+
+
+def _ci(s: dict[str, Any], scale: float = 1.0, digits: int = 2) -> str:
+    if not s["n"]:
+        return "n/a"
+    half = (s["ci_high"] - s["ci_low"]) / 2
+    return f"{_fmt(s['mean'], scale, digits)} ± {_fmt(half, scale, digits)}"
+
+
+def _verdict(c: dict[str, Any] | None) -> str:
+    if not c:
+        return "n/a"
+    lo, hi = c["change_ci"]
+    label = c["verdict"] if c["significant"] else "not significant"
+    return (f"{100 * c['change']:+.1f} % [{100 * lo:+.1f}, {100 * hi:+.1f}] "
+            f"(p={c['p_value']:.3g}, {label})")
+
+
+def table1(report: dict[str, Any]) -> list[list[str]]:
+    """Rows of the Table-1-like summary (header first)."""
+    out = [["transmission", "packet size (B)", "default Mbit/s", "optimized Mbit/s",
+            "change (95 % CI, Welch)", "seed-paper Mbit/s default → optimized",
+            "wake-ups default → optimized", "NIC IRQs default → optimized",
+            "CPU s default → optimized", "drops d/o", "limited by",
+            "predicted Mbit/s d/o"]]
+    for t in report["transmissions"]:
+        d, o = t["summary"]["default"], t["summary"]["optimized"]
+        pd, po = t["predicted"]["default"], t["predicted"]["optimized"]
+        limits = sorted({k for arm in ARMS for k in t["limited_by"][arm]})
+        out.append([
+            t["transmission"], str(t["packet_size"]),
+            _ci(d["throughput_bps"], 1e6, 3), _ci(o["throughput_bps"], 1e6, 3),
+            _verdict(t["comparisons"].get("throughput_bps")),
+            f"{_fmt(d['paper_throughput_bps']['mean'], 1e6, 3)} → "
+            f"{_fmt(o['paper_throughput_bps']['mean'], 1e6, 3)}",
+            f"{_ci(d['wakeups'], 1, 0)} → {_ci(o['wakeups'], 1, 0)}",
+            f"{_fmt(d['nic_interrupts']['mean'], 1, 0)} → "
+            f"{_fmt(o['nic_interrupts']['mean'], 1, 0)}",
+            f"{_ci(d['cpu_s'], 1, 3)} → {_ci(o['cpu_s'], 1, 3)}",
+            f"{_fmt(d['drops']['mean'], 1, 0)} / {_fmt(o['drops']['mean'], 1, 0)}",
+            ", ".join(limits),
+            f"{_fmt(pd and pd['throughput_bps'], 1e6, 3)} / "
+            f"{_fmt(po and po['throughput_bps'], 1e6, 3)}",
+        ])
+    return out
+
+
+def _findings(report: dict[str, Any]) -> list[str]:
+    lines = []
+    for t in report["transmissions"]:
+        c = t["comparisons"]
+        lines.append(f"**{t['transmission']}**: throughput {_verdict(c.get('throughput_bps'))}; "
+                     f"wake-ups {_verdict(c.get('wakeups'))}; CPU {_verdict(c.get('cpu_s'))}.")
+        for arm in ARMS:
+            lim = t["limited_by"][arm]
+            runs = sum(1 for r in report["runs"] if r["transmission"] == t["transmission"]
+                       and r["arm"] == arm)
+            parts = [f"{k} in {v}/{runs} runs" for k, v in sorted(lim.items())]
+            lines.append(f"  - {arm}: limited by {', '.join(parts)}.")
+        for arm in ARMS:
+            for n in t["not_applied"][arm]:
+                fb = f" (fallback: {n['fallback']})" if n.get("fallback") else ""
+                lines.append(f"  - {arm}: {n['backend']} {n['kind']}: {n['detail']}{fb}")
+        for n in t["agent_notes"]:
+            lines.append(f"  - agent: {n}")
+        rp = t.get("repredicted")
+        if rp:
+            lines.append(f"  - model at the measured rate ({rp['engine']}): "
+                         + "; ".join(f"{arm} {_fmt(rp[arm]['throughput_bps'], 1e6, 3)} Mbit/s, "
+                                     f"{_fmt(rp[arm]['interrupts'], 1, 0)} wake-ups"
+                                     for arm in ARMS if rp.get(arm)))
+    return lines
+
+
+def markdown(report: dict[str, Any]) -> str:
+    rows = table1(report)
+    md = ["# nictune validation report", "",
+          f"Plan `{report['plan']}`, sender `{report['sender']}`, {report['repeats']} repeats "
+          f"per arm, interleaved default/optimized; "
+          + (f"scale {report['scale']}" if report["scale"] else
+             f"{report['duration']} s per run" if report["duration"] else "full size")
+          + f"; wall time {report['wall_s']:.0f} s.", "",
+          "Throughput is bytes received over the receive span (first arrival to last "
+          "delivery) and, as the seed paper defines it, bytes sent over the sender's "
+          "duration. Mean ± half-width of the 95 % confidence interval; the change is "
+          "Welch's t-test of optimized against default — 'not significant' means the runs "
+          "cannot tell the arms apart. NET_RX softirqs and /proc/stat are host-wide; a veth "
+          "has no IRQ lines (NIC IRQs n/a).", "",
+          "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    md += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    md += ["", "## Findings", "", *_findings(report), ""]
+    md += ["## Predicted beside measured", "",
+           "| transmission | arm | predicted Mbit/s | measured Mbit/s | error | predicted "
+           "wake-ups/pkt | measured | error |", "|---|---|---|---|---|---|---|---|"]
+    for t in report["transmissions"]:
+        for arm in ARMS:
+            p = t["predicted"][arm]
+            if not p:
+                continue
+            md.append(f"| {t['transmission']} | {arm} | {_fmt(p['throughput_bps'], 1e6, 3)} | "
+                      f"{_fmt(p['measured_throughput_bps'], 1e6, 3)} | "
+                      f"{_fmt(p['throughput_error'] and 100 * p['throughput_error'], 1, 1)} % | "
+                      f"{_fmt(p['wakeups_per_packet'], 1, 4)} | "
+                      f"{_fmt(p['measured_wakeups_per_packet'], 1, 4)} | "
+                      f"{_fmt(p['wakeups_error'] and 100 * p['wakeups_error'], 1, 1)} % |")
+    return "\n".join(md) + "\n"
+
+
+# ----------------------------------------------------------------------------- plots
+
+
+def _png(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def plots(report: dict[str, Any]) -> dict[str, str]:
+    """Base64 PNGs: throughput, wake-ups/interrupts, predicted vs measured."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ts = report["transmissions"]
+    names = [t["transmission"] for t in ts]
+    xs = range(len(ts))
+    out = {}
+    for key, metric, scale, ylabel in (
+            ("throughput", "throughput_bps", 1e6, "Mbit/s (receive span)"),
+            ("interrupts", "wakeups", 1, "wake-ups per run")):
+        fig, ax = plt.subplots(figsize=(max(4, 1.6 * len(ts) + 2), 3.2))
+        for k, arm in enumerate(ARMS):
+            s = [t["summary"][arm][metric] for t in ts]
+            means = [(x["mean"] or 0) / scale if x["n"] else 0 for x in s]
+            errs = [(x["ci_high"] - x["ci_low"]) / 2 / scale if x["n"] else 0 for x in s]
+            ax.bar([i + (k - 0.5) * 0.38 for i in xs], means, 0.38, yerr=errs, capsize=3,
+                   label=arm)
+        if metric == "wakeups":
+            irq = [[t["summary"][arm]["nic_interrupts"]["mean"] for t in ts] for arm in ARMS]
+            for k, vals in enumerate(irq):
+                pts = [(i + (k - 0.5) * 0.38, v) for i, v in zip(xs, vals, strict=True)
+                       if v is not None and v == v]
+                if pts:
+                    ax.plot(*zip(*pts, strict=True), "kx", label=f"NIC IRQs {ARMS[k]}")
+        ax.set_xticks(list(xs), names)
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=8)
+        out[key] = _png(fig)
+        plt.close(fig)
+    fig, ax = plt.subplots(figsize=(4, 4))
+    pts = [(t["predicted"][arm]["throughput_bps"] / 1e6,
+            t["predicted"][arm]["measured_throughput_bps"] / 1e6, arm)
+           for t in ts for arm in ARMS
+           if t["predicted"][arm] and t["predicted"][arm]["throughput_bps"]
+           and t["predicted"][arm]["measured_throughput_bps"]]
+    for arm, marker in zip(ARMS, "os", strict=True):
+        sel = [(p, m) for p, m, a in pts if a == arm]
+        if sel:
+            ax.scatter(*zip(*sel, strict=True), marker=marker, label=arm)
+    if pts:
+        hi = max(max(p, m) for p, m, _ in pts) * 1.1
+        ax.plot([0, hi], [0, hi], "k--", lw=0.8, label="predicted = measured")
+    ax.set_xlabel("predicted Mbit/s (plan)")
+    ax.set_ylabel("measured Mbit/s")
+    ax.legend(fontsize=8)
+    out["predicted_vs_measured"] = _png(fig)
+    plt.close(fig)
+    return out
+
+
+def html_page(report: dict[str, Any], images: dict[str, str]) -> str:
+    md_rows = table1(report)
+    esc = html.escape
+    head = "".join(f"<th>{esc(c)}</th>" for c in md_rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>"
+                   for r in md_rows[1:])
+    findings = "".join(f"<li>{esc(x.strip().lstrip('- ').replace('**', ''))}</li>"
+                       for x in _findings(report))
+    imgs = "".join(f'<figure><img alt="{esc(k)}" src="data:image/png;base64,{v}">'
+                   f"<figcaption>{esc(k.replace('_', ' '))}</figcaption></figure>"
+                   for k, v in images.items())
+    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>nictune validation"
+            "</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:"
+            "collapse}td,th{border:1px solid #999;padding:3px 6px;font-size:13px}"
+            "figure{display:inline-block;margin:1em}</style></head><body>"
+            f"<h1>nictune validation report</h1><p>Plan {esc(report['plan'])}, sender "
+            f"{esc(report['sender'])}, {report['repeats']} repeats per arm (interleaved). "
+            "Mean ± 95 % CI; change by Welch's t-test.</p>"
+            f"<table><tr>{head}</tr>{body}</table><h2>Findings</h2><ul>{findings}</ul>"
+            f"<h2>Plots</h2>{imgs}</body></html>\n")
+
+
+def write(report: dict[str, Any], out: Path) -> dict[str, Path]:
+    """Write report.json, report.md, report.html (plots embedded) into `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "report.json", "md": out / "report.md", "html": out / "report.html"}
+    paths["json"].write_text(json.dumps(report, indent=1, default=float) + "\n")
+    paths["md"].write_text(markdown(report))
+    paths["html"].write_text(html_page(report, plots(report)))
+    return paths

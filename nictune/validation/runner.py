@@ -1,0 +1,148 @@
+"""A/B validation: per transmission, arms `default` and `optimized` interleaved.
+
+For each transmission of the plan: A B A B … for N repeats, each arm applied to the
+receiving host through the deployer (`apply_host`: snapshot, apply, verify by read-back),
+then one measured run (agent + hping3 + counters). The default arm is the plan's
+`default_setting` (the configured default the model predicted for), the optimized arm its
+`setting`. At the end every receiver is put back: a host that had no nictune snapshot
+before validation is restored to it (`restore_host`); one that had (a plan was deployed
+before) gets its pre-validation knob values back through the same transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from nictune.deploy import transaction as tx
+from nictune.deploy.backends import HostContext
+from nictune.deploy.inventory import HostInventory, Inventory, check_plan_nics
+from nictune.deploy.probe import capture_profile_path, probe_host
+from nictune.deploy.transport import Connection
+from nictune.errors import InputError, RunError
+from nictune.plan import Plan, PlanEntry
+from nictune.validation import remote, traffic
+
+ARMS = ("default", "optimized")
+BASE_PORT = 20000
+NOTE_KINDS = ("unsupported", "not_expressible", "unavailable", "clamped", "rounded",
+              "approximation")
+
+
+@dataclass
+class Options:
+    transmissions: list[str] = field(default_factory=list)
+    repeats: int = 5
+    scale: float | None = None
+    duration: float | None = None
+    max_rate: float | None = None  # cap on the paced rate (pps)
+
+
+@dataclass
+class _Host:
+    conn: Connection
+    host: HostInventory
+    had_snapshot: bool
+    before: dict[str, Any]
+
+
+def _check(opts: Options) -> None:
+    if opts.repeats < 1:
+        raise InputError(f"--repeats: expected a whole number >= 1, got {opts.repeats}")
+    if opts.scale is not None and opts.duration is not None:
+        raise InputError("--scale and --duration exclude each other")
+
+
+def _entries(plan: Plan, opts: Options) -> list[PlanEntry]:
+    if not opts.transmissions:
+        return list(plan.entries)
+    return [plan.entry(t) for t in dict.fromkeys(opts.transmissions)]
+
+
+def _put_back(h: _Host) -> tx.HostResult:
+    """Return a receiver to its pre-validation state (see the module docstring)."""
+    if not h.had_snapshot:
+        return tx.restore_host(h.conn, h.host)
+    probe = probe_host(h.conn)
+    ctx = HostContext(h.host, probe, h.before, {})
+    changes, notes = tx.plan_changes(ctx, tx.read_knobs(probe), targets=h.before)
+    return tx._transact(h.conn, ctx, changes, notes, tx.Options(allow_mgmt_iface=True),
+                        "restore", time.monotonic())
+
+
+@contextlib.contextmanager
+def _receivers(inventory: Inventory, names: list[str],
+               restored: dict[str, str]) -> Iterator[dict[str, _Host]]:
+    """Connections to the receivers; each is put back at the end, its outcome in `restored`."""
+    hosts: dict[str, _Host] = {}
+    try:
+        for name in names:
+            host = inventory.hosts[name]
+            conn = Connection(host).connect()
+            had = tx.load_snapshot(host.state_dir, host.name) is not None
+            before = tx.read_knobs(probe_host(conn)) if had else {}
+            hosts[name] = _Host(conn, host, had, before)
+        yield hosts
+    finally:
+        for name, h in hosts.items():
+            try:
+                res = _put_back(h)
+                restored[name] = res.status if res.ok else f"FAILED: {res.error or res.status}"
+            except Exception as exc:  # reported; the other hosts are still restored
+                restored[name] = f"FAILED: {exc}"
+            finally:
+                h.conn.close()
+
+
+def _notes(result: tx.HostResult) -> list[dict[str, Any]]:
+    return [n.to_json() for n in result.notes if n.kind in NOTE_KINDS]
+
+
+def validate(plan: Plan, inventory: Inventory, sender: str, opts: Options,
+             progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Run the A/B experiment; returns the raw runs for `report.build`."""
+    _check(opts)
+    entries = _entries(plan, opts)
+    if sender not in inventory.hosts:
+        raise InputError(f"{inventory.path}: --sender: unknown host {sender!r} "
+                         f"(hosts: {', '.join(inventory.hosts)})")
+    check_plan_nics(inventory, [(e.host, e.nic) for e in entries], str(plan.source))
+    specs_ok = [traffic.spec_for(e, "0.0.0.0", 1, opts.scale, opts.duration, opts.max_rate)
+                for e in entries]  # bad scaling input fails before any connection
+    del specs_ok
+    started = time.time()
+    runs: list[dict[str, Any]] = []
+    deploy_notes: dict[str, list[dict[str, Any]]] = {}
+    restored: dict[str, str] = {}
+    with Connection(inventory.hosts[sender]).connect() as tx_conn, \
+            _receivers(inventory, sorted({e.host for e in entries}), restored) as hosts:
+        for index, e in enumerate(entries):
+            h = hosts[e.host]
+            iface = h.host.iface(e.nic)
+            rx = remote.Receiver.prepare(h.conn, h.host, iface)
+            spec = traffic.spec_for(e, rx.address, BASE_PORT + index, opts.scale,
+                                    opts.duration, opts.max_rate)
+            profile = capture_profile_path(h.host, iface)
+            for repeat in range(opts.repeats):
+                for arm in ARMS:
+                    setting = e.setting if arm == "optimized" else e.default_setting
+                    progress(f"{e.id} {arm} run {repeat + 1}/{opts.repeats}: "
+                             f"{setting.describe()}")
+                    applied = tx.apply_host(h.conn, h.host, {e.nic: setting})
+                    if not applied.ok:
+                        raise RunError(f"{e.host}: applying the {arm} arm of {e.id} failed: "
+                                       f"{applied.error or applied.status}")
+                    deploy_notes.setdefault(f"{e.id}/{arm}", _notes(applied))
+                    raw = remote.measure(rx, tx_conn, spec, ["--profile", profile],
+                                         f"{e.id}-{arm}-{repeat}")
+                    runs.append({"transmission": e.id, "arm": arm, "repeat": repeat,
+                                 "setting": setting.to_json(), "deploy": applied.status,
+                                 **remote.derive(raw), "raw": raw})
+    return {"plan": str(plan.source), "inventory": str(inventory.path), "sender": sender,
+            "repeats": opts.repeats, "scale": opts.scale, "duration": opts.duration,
+            "started": started, "wall_s": time.time() - started,
+            "transmissions": [e.id for e in entries], "runs": runs,
+            "deploy_notes": deploy_notes, "restored": restored}
