@@ -216,6 +216,16 @@ def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray) -
     demand); f is piecewise linear with knots at the λ_j, so with the members sorted by λ
     it is read off cumulative sums.
     """
+    need = np.einsum("pij,pj->pi", m, lam * w) > cpu  # cores that cannot keep up
+    rows = np.flatnonzero(need.any(axis=1))
+    r = np.full(cpu.shape, np.inf)
+    if rows.size:
+        r[rows] = _waterfill_rows(m[rows], lam[rows], w[rows], cpu[rows])
+    return r
+
+
+def _waterfill_rows(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray
+                    ) -> np.ndarray:
     order = np.argsort(lam, axis=1)
     ls = np.take_along_axis(lam, order, 1)[:, None, :]
     mw = np.take_along_axis(m * w[:, None, :], order[:, None, :], 2)
@@ -520,11 +530,14 @@ def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
 
 def _mean_ceil(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
     """E⌈Y⌉ for Y ≈ Normal(mu, sigma²): mu + ½ + Σₖ sin(2πk·mu)/(πk)·exp(−2π²k²σ²)."""
-    out = mu + 0.5
-    for k in range(1, 7):
-        out = out + np.sin(2 * np.pi * k * mu) / (np.pi * k) * np.exp(
-            -2 * np.pi**2 * k * k * sigma * sigma)
-    return np.where(sigma < 0.12, np.ceil(mu - 1e-9), out)
+    out = np.where(sigma < 0.12, np.ceil(mu - 1e-9), mu + 0.5)
+    for k in range(1, 7):  # the k-th term is below e^-20 once σ ≥ 1/k
+        sel = np.flatnonzero((sigma >= 0.12) & (sigma < 1.0 / k))
+        if not sel.size:
+            break
+        out[sel] += np.sin(2 * np.pi * k * mu[sel]) / (np.pi * k) * np.exp(
+            -2 * np.pi**2 * k * k * sigma[sel] ** 2)
+    return out
 
 
 def _packets_at_wake(lam: np.ndarray, wm: np.ndarray, tau: np.ndarray,

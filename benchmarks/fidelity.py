@@ -1,0 +1,103 @@
+"""Fast vs DES on random cases: relative errors of throughput, interrupts, CPU and drops.
+
+Run: `python benchmarks/fidelity.py [--cases 500] [--packets 30000] [--seed 0] [--workers 2]
+[--json PATH]`. Cases come from `nictune.simulator.fidelity.random_cases` (modes, parameters,
+packet sizes, loads up to overload and livelock, ~20 % shared hosts); every DES run is exact
+(no window). Prints the error table (all, single host, shared host, per mode) and the worst
+rows. Goal (issue 3): median ≤ 2 % and 95th percentile ≤ 5 % for throughput and interrupts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from nictune.simulator.fidelity import METRICS, Case, compare, random_cases, summary
+
+GOAL = {"median": 0.02, "p95": 0.05}
+
+
+def _run(case: Case) -> list[dict[str, Any]]:
+    return compare(case)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: median / p95 / max per metric for all rows and per group."""
+    groups: list[tuple[str, Callable[[dict[str, Any]], bool]]] = [
+        ("all", lambda r: True),
+        ("single host", lambda r: r["kind"] == "single"),
+        ("shared host", lambda r: r["kind"] == "shared"),
+    ]
+    for mode in ("active_wait", "passive_wait", "watermark", "busy_poll"):
+        groups.append((mode, lambda r, m=mode: r["des"]["setting"]["mode"] == m))
+    for arrival in ("cbr", "poisson", "onoff"):
+        groups.append((arrival, lambda r, a=arrival: r["arrival"] == a))
+    head = "| rows | n | " + " | ".join(f"{m} median / p95 / max" for m in METRICS) + " |"
+    lines = [head, "|" + "---|" * (2 + len(METRICS))]
+    for name, keep in groups:
+        sub = [r for r in rows if keep(r)]
+        if not sub:
+            continue
+        s = summary(sub)
+        cells = [f"{_pct(s[m]['median'])} / {_pct(s[m]['p95'])} / {_pct(s[m]['max'])}"
+                 for m in METRICS]
+        lines.append(f"| {name} | {len(sub)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2f} %" if x < 10 else f"{100 * x:.0f} %"
+
+
+def worst(rows: list[dict[str, Any]], metric: str, k: int = 8) -> str:
+    """The k rows where `metric` disagrees most, with both engines' values."""
+    key = {"throughput": "throughput_bps", "interrupts": "interrupts", "cpu": "cpu_busy_s",
+           "drops": "packets_dropped"}[metric]
+    lines = ["| case | kind | arrival | setting | error | des | fast |", "|---" * 7 + "|"]
+    for r in sorted(rows, key=lambda r: -r["errors"][metric])[:k]:
+        lines.append(f"| {r['case']}/{r['transmission']} | {r['kind']} | {r['arrival']} | "
+                     f"{r['setting']} | {_pct(r['errors'][metric])} | {r['des'][key]:.4g} | "
+                     f"{r['fast'][key]:.4g} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=500)
+    parser.add_argument("--packets", type=int, default=30_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--json", help="write every row (both engines' metrics) here")
+    args = parser.parse_args(argv)
+    cases = random_cases(args.cases, seed=args.seed, packets=args.packets)
+    start = time.perf_counter()
+    with multiprocessing.Pool(args.workers) as pool:
+        rows = [r for part in pool.map(_run, cases, chunksize=4) for r in part]
+    wall = time.perf_counter() - start
+    s = summary(rows)
+    ok = all(s[m]["median"] <= GOAL["median"] and s[m]["p95"] <= GOAL["p95"]
+             for m in ("throughput", "interrupts"))
+    print(f"{len(cases)} cases, {len(rows)} transmissions, {args.packets} packets per case "
+          f"(shared: split), DES exact, {wall:.0f} s with {args.workers} workers")
+    print(table(rows))
+    for metric in METRICS:
+        print(f"\nworst {metric}:")
+        print(worst(rows, metric))
+    print(f"\ngoal (median ≤ 2 %, p95 ≤ 5 % for throughput and interrupts): "
+          f"{'met' if ok else 'NOT met'}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh)
+    return {"summary": s, "ok": ok, "cases": len(cases), "rows": len(rows), "wall_s": wall,
+            "p95": {m: float(np.round(s[m]["p95"], 4)) for m in METRICS}}
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main()["ok"] else 1)
