@@ -204,6 +204,20 @@ class Encoding:
         b = self.batch(np.asarray(genes, dtype=float)[None, :])
         return [b.setting(0, t) for t in range(len(self.transmissions))]
 
+    def corners(self) -> list[list[float]]:
+        """Every mode with all its parameters at their lower, then upper ends (the
+        shortest / longest interval and timeout, the smallest / largest watermark and
+        ring); irq core and placement as in the defaults."""
+        out = []
+        base = np.array(self.default_genes())
+        for mode in range(len(MODES)):
+            for end in (0.0, 1.0):
+                g = base.copy().reshape(-1, GENES_PER_NIC)
+                g[:, 0] = (mode + 0.5) / len(MODES)
+                g[:, 1:5] = end
+                out.append(g.ravel().tolist())
+        return out
+
     def default_genes(self) -> list[float]:
         """Genes that decode to every NIC's default setting."""
         out: list[float] = []

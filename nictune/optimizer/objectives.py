@@ -1,10 +1,13 @@
 """Objectives, constraints and the choice of one setting from a front.
 
 Per transmission every objective is a ratio to the transmission's default setting, so a
-large transmission does not outweigh a small one: throughput (maximise), interrupts
-(+1 on both sides, so a zero-interrupt default stays finite), CPU seconds and, optionally,
-energy (minimise). A host's objectives are the means over its transmissions, an
-individual's the means over all transmissions.
+large transmission does not outweigh a small one: throughput (maximise), interrupts,
+CPU seconds and, optionally, energy (minimise). Interrupts get a floor of one per
+`INTERRUPT_FLOOR` packets on both sides of the ratio, so a default that hardly wakes (a
+saturated core drains forever after one wake-up) does not make every alternative look
+thousands of times worse. A host's objectives are the geometric means over its
+transmissions, an individual's the geometric means over all transmissions: ratios
+multiply, and one transmission's 1000× cannot swamp the others.
 
 Constraints: dropped and stranded packets (as fractions of the offered packets), where
 the config sets `max_latency_p99` the relative excess of the 99th-percentile latency, and
@@ -32,6 +35,7 @@ TIE = 1e-3  # throughputs within 0.1 % of the best count as equal (prefer throug
 NOISE = 1e-9  # float noise: a plan this close to the default's throughput is "as fast"
 CPU_SLACK = 2.0  # tied rows may use up to this times the frugal CPU (see `pick`)
 PENALTY = 1e12
+INTERRUPT_FLOOR = 1e4  # packets per interrupt below which interrupt counts are noise
 PREFERENCES = ("throughput", "interrupts", "balanced")
 
 
@@ -39,8 +43,9 @@ def ratios(metrics: dict[str, np.ndarray], base: dict[str, np.ndarray],
            energy: bool) -> np.ndarray:
     """Per-transmission objective ratios, shape (P, T, K), K = 3 or 4 (with energy)."""
     base_thr = np.where(base["throughput_bps"] > 0, base["throughput_bps"], base["offered_bps"])
+    floor = 1.0 + base["packets_offered"] / INTERRUPT_FLOOR
     parts = [metrics["throughput_bps"] / base_thr,
-             (metrics["interrupts"] + 1.0) / (base["interrupts"] + 1.0),
+             (metrics["interrupts"] + floor) / (base["interrupts"] + floor),
              (metrics["cpu_busy_s"] + 1e-9) / (base["cpu_busy_s"] + 1e-9)]
     if energy:
         parts.append((metrics["energy_j"] + 1e-9) / (base["energy_j"] + 1e-9))
@@ -65,9 +70,14 @@ def violations(config: Config, metrics: dict[str, np.ndarray],
     return out + np.where(np.isfinite(bound), excess, 0.0)
 
 
+def gmean(values: np.ndarray, axis: int = 1) -> np.ndarray:
+    """Geometric mean of positive ratios (zeros count as a tiny ratio)."""
+    return np.exp(np.log(np.maximum(values, 1e-300)).mean(axis=axis))
+
+
 def group_mean(values: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
-    """Mean over each group of transmissions: (P, T, ...) → (P, G, ...)."""
-    return np.stack([values[:, g].mean(axis=1) for g in groups], axis=1)
+    """Geometric mean over each group of transmissions: (P, T, ...) → (P, G, ...)."""
+    return np.stack([gmean(values[:, g]) for g in groups], axis=1)
 
 
 def group_min(values: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:

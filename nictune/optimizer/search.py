@@ -32,6 +32,7 @@ from nictune.optimizer.objectives import (
     dominated,
     fitness,
     fragile,
+    gmean,
     group_mean,
     group_min,
     group_sum,
@@ -47,7 +48,7 @@ CHECKPOINT = "checkpoint.json"
 CHECKPOINT_FORMAT = 1
 CXPB, ETA_CX, ETA_MUT = 0.9, 15.0, 20.0
 ARCHIVE_MUTATION = 2.0 / GENES_PER_NIC  # per-gene mutation rate of archive mutants
-BOUNDARY = 0.1  # chance per NIC block of an archive mutant to get one gene set to a bound
+BOUNDARY = 0.2  # chance per NIC block of an archive mutant to get one gene set to a bound
 
 # DEAP classes live at module level so individuals pickle (process pools, Dask).
 creator.create("NicFitness3", base.Fitness, weights=WEIGHTS[:3])
@@ -162,7 +163,7 @@ class Search:
         r = ratios(m, {k: v[0] for k, v in self.baseline.items()}, self.options.energy)
         bad = violations(self.config, m, m["fragile"])
         groups = self.encoding.host_transmissions
-        return (r.mean(axis=1), bad.sum(axis=1), group_mean(r, groups), group_sum(bad, groups),
+        return (gmean(r), bad.sum(axis=1), group_mean(r, groups), group_sum(bad, groups),
                 group_min(r[..., 0], groups))
 
     def _evaluated(self, genes: list[list[float]]) -> list[Any]:
@@ -182,7 +183,7 @@ class Search:
 
     # ------------------------------------------------------------------ the loop
     def start(self) -> None:
-        """Generation 0: the defaults plus uniform random individuals."""
+        """Generation 0: the defaults, the corners of the box, uniform random individuals."""
         o = self.options
         rng = np.random.default_rng(o.seed)
         self.state = State(options=o, config_hash=self.config.digest, generation=0,
@@ -190,8 +191,8 @@ class Search:
                            archives=[HostArchive(np.zeros((0, len(c))), np.zeros(
                                (0, 4 if o.energy else 3)), np.zeros(0), np.zeros(0))
                                for c in self.encoding.host_genes])
-        genes = [self.encoding.default_genes(),
-                 *rng.random((o.population - 1, self.encoding.size)).tolist()]
+        seeds = [self.encoding.default_genes(), *self.encoding.corners()][:o.population]
+        genes = [*seeds, *rng.random((o.population - len(seeds), self.encoding.size)).tolist()]
         pop = tools.selNSGA2(self._evaluated(genes), o.population)
         self._record(pop, rng)
 
@@ -225,7 +226,7 @@ class Search:
         one composite per preference."""
         n = self.options.population
         composites = [self.composite(p) for p in PREFERENCES][:max(0, n - 1)]
-        pairs = (n - len(composites)) // 4
+        pairs = (n - len(composites)) // 8
         genes = np.array(pop, dtype=float)[tournament(pop, 2 * pairs, rng)]
         a, b = crossover(genes[:pairs], genes[pairs:], ETA_CX, CXPB, rng)
         kids = mutate(np.concatenate([a, b]), ETA_MUT, 1.0 / GENES_PER_NIC, rng)
@@ -256,11 +257,11 @@ class Search:
     def plan_values(self, prefer: str) -> np.ndarray:
         """Individual-level objectives of the composite for `prefer` (from the archives)."""
         assert self.state is not None
-        total = np.zeros(self.state.archives[0].values.shape[1])
+        logs = np.zeros(self.state.archives[0].values.shape[1])
         for archive, cols in zip(self.state.archives, self.encoding.host_transmissions,
                                  strict=True):
-            total += archive.values[archive.best(prefer)] * len(cols)
-        return total / len(self.encoding.transmissions)
+            logs += np.log(np.maximum(archive.values[archive.best(prefer)], 1e-300)) * len(cols)
+        return np.exp(logs / len(self.encoding.transmissions))
 
     def _record(self, pop: list[Any], rng: np.random.Generator) -> None:
         assert self.state is not None
