@@ -187,6 +187,24 @@ def _kill(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
+def process_alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie waiting to be reaped does not count)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _stop(pid: int) -> None:
+    """SIGTERM, then SIGKILL if it is still running after 2 s."""
+    _kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 2
+    while process_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if process_alive(pid):
+        _kill(pid, signal.SIGKILL)
+
+
 def _in_netns(pid: int, netns: str) -> bool:
     """Whether process `pid` lives in network namespace `netns` (so the lab owns it)."""
     try:
@@ -259,7 +277,7 @@ def _start_sshd(h: LabHost) -> int:
     _run(["ip", "netns", "exec", h.netns, SSHD, "-f", h.sshd_config, "-E", str(log)])
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, IndexError):  # not written yet
             pid = int(pidfile.read_text().split()[0])
             if _in_netns(pid, h.netns):
                 return pid
@@ -405,7 +423,7 @@ def lab_down(directory: str | Path) -> list[str]:
     existing = set(_run(["ip", "netns", "list"]).stdout.split())
     for h in lab.hosts:
         if h.sshd_pid and _in_netns(h.sshd_pid, h.netns):
-            _kill(h.sshd_pid, signal.SIGTERM)
+            _stop(h.sshd_pid)
     for netns in [h.netns for h in lab.hosts] + [lab.mgmt_netns]:
         if netns in existing:
             # Anything still inside our namespace was started through our sshd
@@ -413,6 +431,10 @@ def lab_down(directory: str | Path) -> list[str]:
             for pid in _netns_pids(netns):
                 if _in_netns(pid, netns):
                     _kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 2
+            while any(process_alive(p) for p in _netns_pids(netns)) and \
+                    time.monotonic() < deadline:
+                time.sleep(0.02)
             _run(["ip", "netns", "del", netns], check=False)
             removed.append(f"netns {netns}")
     d = lab.dir

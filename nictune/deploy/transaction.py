@@ -186,7 +186,7 @@ class Watchdog:
             f"d={d}; mkdir -p \"$d\" && cat > \"$d/restore.sh.tmp\" && "
             "mv -f \"$d/restore.sh.tmp\" \"$d/restore.sh\" || exit 1; "
             "rm -f \"$d/fired\" \"$d/disarmed\" \"$d/restore.rc\"; "
-            f"date +%s > \"$d/armed\" && "
+            "date +%s > \"$d/armed\" || exit 1; "
             f"setsid sh -c {shlex.quote(timer)} \"$d\" {max(1, round(seconds))} "
             "</dev/null >/dev/null 2>&1 & echo $! > \"$d/watchdog.pid\"; echo armed",
             stdin=script.encode())
@@ -293,7 +293,7 @@ def _transact(conn: Connection, ctx: HostContext, changes: list[Change], notes: 
               opts: Options, action: str, started: float) -> HostResult:
     host = ctx.host
     result = HostResult(host.name, "applied", True, changes, notes)
-    refusal = _mgmt_refusal(ctx, changes)
+    refusal = "" if opts.allow_mgmt_iface else _mgmt_refusal(ctx, changes)
     if refusal:
         result.status, result.ok, result.error = "refused", False, refusal
     elif opts.dry_run:

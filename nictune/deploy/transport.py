@@ -228,10 +228,11 @@ class Connection:
                 while channel.recv_stderr_ready():
                     err += channel.recv_stderr(65536)
                     busy = True
-                if channel.exit_status_ready() and not channel.recv_ready() and \
-                        not channel.recv_stderr_ready():
-                    break
-                if channel.closed and not busy:
+                # sshd may send the exit status before the last output: done only at EOF
+                drained = not busy and not channel.recv_ready() and \
+                    not channel.recv_stderr_ready()
+                if drained and (channel.closed or (channel.eof_received and
+                                                   channel.exit_status_ready())):
                     break
                 if time.monotonic() - started > limit:
                     channel.close()

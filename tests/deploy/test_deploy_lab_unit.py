@@ -1,0 +1,44 @@
+"""`nictune lab` refuses clearly (exit 2) where no lab can be built."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from nictune.cli import main
+from nictune.deploy import lab
+
+
+def test_not_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(lab.os, "geteuid", lambda: 1000)
+    assert main(["lab", "up", "--dir", str(tmp_path)]) == 2
+    assert "needs root" in capsys.readouterr().err
+    assert not (tmp_path / "lab.json").exists()
+
+
+def test_no_ip_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(lab.os, "geteuid", lambda: 0)
+    real = shutil.which
+    monkeypatch.setattr(lab.shutil, "which", lambda name: None if name == "ip" else real(name))
+    assert main(["lab", "up", "--dir", str(tmp_path)]) == 2
+    assert "iproute2" in capsys.readouterr().err
+
+
+def test_bad_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if lab.os.geteuid() != 0:
+        pytest.skip("the root check comes first")
+    assert main(["lab", "up", "--dir", str(tmp_path), "--hosts", "1"]) == 2
+    assert main(["lab", "up", "--dir", str(tmp_path), "--prefix", "Bad-Prefix"]) == 2
+    assert main(["lab", "down", "--dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--hosts" in err and "--prefix" in err and "no lab" in err
+
+
+def test_lab_id_is_stable_and_distinct(tmp_path: Path) -> None:
+    assert lab.lab_id(tmp_path / "a") == lab.lab_id(tmp_path / "a")
+    assert lab.lab_id(tmp_path / "a") != lab.lab_id(tmp_path / "b")
+    assert lab.lab_id(tmp_path, "x1") == "x1"

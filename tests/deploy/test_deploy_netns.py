@@ -1,0 +1,327 @@
+"""Integration tests on a real lab: network namespaces, veth, sshd, ethtool (root only).
+
+Every test reads the host back independently of nictune (`ip netns exec` + cat/ethtool)
+and leaves the lab as it found it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from nictune.cli import main
+from nictune.deploy.inventory import load_inventory
+from nictune.deploy.lab import Lab, lab_hosts, process_alive
+from nictune.deploy.transaction import Options, apply_host, snapshot_path
+from nictune.deploy.transport import Connection
+from nictune.model import NicSetting, load_config
+
+pytestmark = pytest.mark.netns
+
+RX1 = NicSetting("passive_wait", ring_slots=4096, poll_interval=0.0002, irq_core=1)
+RX2 = NicSetting("watermark", ring_slots=2048, watermark=64, watermark_timeout=0.0015)
+
+
+def write_plan(path: Path, settings: dict[str, NicSetting]) -> Path:
+    doc = {"nictune_plan": 1, "transmissions": [
+        {"id": f"t-{host}", "host": host, "nic": f"{host}-veth0", "setting": s.to_json()}
+        for host, s in settings.items()]}
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def state(lab: Lab, host: str) -> dict[str, Any]:
+    """The host's knobs as the kernel and filesystem show them (not via nictune)."""
+    sysfs = "/sys/class/net/veth0"
+    out = lab.exec(host, ["sh", "-c", f"cat {sysfs}/gro_flush_timeout "
+                          f"{sysfs}/napi_defer_hard_irqs {sysfs}/queues/rx-0/rps_cpus; "
+                          "ethtool -k veth0 | grep '^generic-receive-offload'; "
+                          "ethtool -l veth0 | tail -n 4 | head -n 1"]).stdout.split("\n")
+    root = Path(lab.host(host).root)
+    files = {}
+    for rel in ("etc/pf_ring/pf_ring.conf", "etc/nictune/capture/veth0.json"):
+        p = root / rel
+        files[rel] = p.read_text() if p.exists() else None
+    return {"gro_flush_timeout": int(out[0]), "napi_defer_hard_irqs": int(out[1]),
+            "rps": int(out[2], 16), "gro": out[3].split(":")[1].strip(),
+            "channels": out[4].split()[-1], **files}
+
+
+def cli(*args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    code = main([*args, "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out) if out.strip() else {}
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def pristine(lab: Lab) -> dict[str, dict[str, Any]]:
+    """The lab receivers' state before a test; asserts the test left it that way."""
+    before = {h: state(lab, h) for h in ("rx1", "rx2")}
+    yield before
+    for host in ("rx1", "rx2"):
+        assert state(lab, host) == before[host], f"{host} was left changed"
+
+
+def test_lab_layout(lab: Lab) -> None:
+    inv = load_inventory(lab.inventory)
+    assert list(inv.hosts) == ["sender", "rx1", "rx2"]
+    config = load_config(lab.config)
+    assert set(config.hosts) <= set(inv.hosts)
+    for nic_id, nic in config.nics.items():
+        assert nic_id in inv.hosts[nic.host].nics
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for h in lab.hosts:
+        assert h.netns in names and Path(f"/proc/{h.sshd_pid}").exists()
+    assert len(lab.known_hosts.read_text().splitlines()) == 3
+    link = lab.link("rx2")
+    if shutil.which("hping3"):  # one ICMP echo crosses the sender -> rx2 veth
+        reply = lab.exec("sender", ["hping3", "--icmp", "-c", "1", link.receiver_address],
+                         check=False)
+        assert "1 packets received" in reply.stdout + reply.stderr
+
+
+def test_probe(lab: Lab, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = cli("probe", "--inventory", str(lab.inventory), capsys=capsys)
+    assert code == 0 and out["ok"]
+    rx1 = out["hosts"]["rx1"]
+    assert rx1["ssh_iface"] == "mgmt0" and rx1["sysctls"] == {"busy_read": None,
+                                                              "busy_poll": None}
+    nic = rx1["nics"]["rx1-veth0"]
+    assert nic["driver"] == "veth" and nic["coalesce"] is None and nic["ring"] is None
+    assert "Operation not supported" in nic["errors"]["c"]
+    assert nic["channels"]["current"]["rx"] == 1 and nic["irqs"] == {}
+
+
+def test_deploy_readback_redeploy_rollback(lab: Lab, tmp_path: Path, pristine: dict,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    inv = str(lab.inventory)
+    plan = str(write_plan(tmp_path / "plan.yaml", {"rx1": RX1, "rx2": RX2}))
+    code, out = cli("deploy", plan, "--inventory", inv, "--dry-run", capsys=capsys)
+    assert code == 0 and out["hosts"]["rx1"]["status"] == "dry-run"
+    assert out["hosts"]["rx1"]["changes"]
+    assert {h: state(lab, h) for h in pristine} == pristine  # dry run touched nothing
+    assert not snapshot_path(lab.dir / ".nictune", "rx1").exists()
+
+    code, out = cli("deploy", plan, "--inventory", inv, capsys=capsys)
+    assert code == 0 and out["succeeded"] == ["rx1", "rx2"]
+    rx1, rx2 = state(lab, "rx1"), state(lab, "rx2")
+    assert (rx1["gro_flush_timeout"], rx1["napi_defer_hard_irqs"], rx1["rps"], rx1["gro"]) \
+        == (200000, 2, 0b10, "on")
+    profile = json.loads(rx1["etc/nictune/capture/veth0.json"])
+    assert (profile["mode"], profile["watermark"], profile["ring_slots"]) == (
+        "passive_wait", 2048, 4096)
+    assert json.loads(rx2["etc/nictune/capture/veth0.json"])["watermark"] == 64
+    assert rx2["etc/pf_ring/pf_ring.conf"] == "min_num_slots=2048\n"
+    notes = {(n["backend"], n["kind"]) for n in out["hosts"]["rx1"]["notes"]}
+    assert {("coalesce", "unsupported"), ("ring", "unsupported"),
+            ("pfring", "unavailable")} <= notes
+    snap = snapshot_path(lab.dir / ".nictune", "rx1")
+    original = snap.read_text()
+
+    audit = lab.dir / ".nictune" / "audit.jsonl"
+    lines = audit.read_text().splitlines()
+    assert {json.loads(x)["knob"] for x in lines} >= {"nic/rx1-veth0/napi/gro_flush_timeout"}
+    code, out = cli("deploy", plan, "--inventory", inv, capsys=capsys)
+    assert code == 0 and {h["status"] for h in out["hosts"].values()} == {"unchanged"}
+    assert audit.read_text().splitlines() == lines  # nothing changed, nothing logged
+
+    other = str(write_plan(tmp_path / "other.yaml", {"rx1": NicSetting("active_wait")}))
+    code, out = cli("deploy", other, "--inventory", inv, capsys=capsys)
+    assert code == 0 and state(lab, "rx1")["gro_flush_timeout"] == 0
+    assert state(lab, "rx1")["gro"] == "off"  # back to the ORIGINAL value, not plan 1's
+    assert snap.read_text() == original  # the original snapshot is kept
+
+    code, out = cli("rollback", "--inventory", inv, capsys=capsys)
+    assert code == 0 and out["hosts"]["rx1"]["status"] == "rolled-back", out["failed"]
+    assert out["hosts"]["sender"]["status"] == "no-snapshot"
+    assert not snap.exists()
+
+
+def test_optimized_lab_plan_deploys(lab: Lab, tmp_path: Path, pristine: dict,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("nictune.optimizer.cli")
+    code = main(["optimize", str(lab.config), "--out", str(tmp_path), "--population", "8",
+                 "--generations", "2", "--verify", "none"])
+    capsys.readouterr()
+    assert code == 0
+    code, out = cli("deploy", str(tmp_path / "plan.yaml"), "--inventory",
+                    str(lab.inventory), capsys=capsys)
+    assert code == 0, out
+    code, _ = cli("rollback", "--inventory", str(lab.inventory), capsys=capsys)
+    assert code == 0
+
+
+def immutable(path: Path, on: bool) -> None:
+    subprocess.run(["chattr", "+i" if on else "-i", str(path)], check=True)
+
+
+def test_failed_write_mid_apply_is_restored(lab: Lab, tmp_path: Path, pristine: dict,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr (e2fsprogs) missing")
+    capture = Path(lab.host("rx1").root) / "etc/nictune/capture"
+    capture.mkdir(parents=True, exist_ok=True)
+    immutable(capture, True)  # the capture profile (the last knob) cannot be written
+    try:
+        plan = str(write_plan(tmp_path / "plan.yaml", {"rx1": RX1, "rx2": RX2}))
+        code, out = cli("deploy", plan, "--inventory", str(lab.inventory), capsys=capsys)
+    finally:
+        immutable(capture, False)
+    rx1 = out["hosts"]["rx1"]
+    assert code == 1 and out["failed"].keys() == {"rx1"} and out["succeeded"] == ["rx2"]
+    assert rx1["status"] == "restored" and rx1["restore_verified"] is True
+    assert "pfring" in rx1["error"]
+    assert state(lab, "rx1") == pristine["rx1"]  # the earlier knobs were put back
+    log = [json.loads(x) for x in (lab.dir / ".nictune/audit.jsonl").read_text().splitlines()]
+    restored = {x["knob"] for x in log if x["host"] == "rx1" and x["action"] == "restore"}
+    assert "nic/rx1-veth0/napi/gro_flush_timeout" in restored
+    code, _ = cli("rollback", "--inventory", str(lab.inventory), capsys=capsys)
+    assert code == 0
+
+
+def test_sshd_killed_mid_apply(lab: Lab, pristine: dict) -> None:
+    host = load_inventory(lab.inventory).hosts["rx1"]
+    ns = lab.host("rx1").netns
+    # Waits inside the namespace for the first knob of the apply step to change.
+    watcher = subprocess.Popen(["ip", "netns", "exec", ns, "sh", "-c",
+                                "while [ \"$(cat /sys/class/net/veth0/gro_flush_timeout)\" "
+                                "= 0 ]; do :; done"])
+    killer = threading.Thread(target=lambda: (watcher.wait(20), lab.kill_sshd("rx1")))
+    killer.start()
+    try:
+        with Connection(host) as conn:
+            result = apply_host(conn, host, {"rx1-veth0": RX1}, Options(guard_timeout=3))
+    finally:
+        killer.join(30)
+        watcher.kill()
+    assert not result.ok and result.status == "failed"
+    assert "timer restores" in result.error
+    armed = Path(lab.host("rx1").root) / "var/lib/nictune/armed"
+    wait_for(lambda: not armed.exists(), 15, "the on-host timer")
+    wait_for(lambda: state(lab, "rx1") == pristine["rx1"], 5, "the timer's restore")
+    lab.start_sshd("rx1")
+    with Connection(host) as conn:  # the next contact records what the timer did
+        assert apply_host(conn, host, {"rx1-veth0": RX1}).ok
+    log = (lab.dir / ".nictune/audit.jsonl").read_text()
+    assert '"action": "timer-restore"' in log
+    assert main(["rollback", "--inventory", str(lab.inventory), "--hosts", "rx1"]) == 0
+
+
+def copy_inventory(lab: Lab, tmp: Path, known_hosts: str, key: Path | None = None,
+                   extra_nics: dict[str, str] | None = None) -> Path:
+    doc = yaml.safe_load(lab.inventory.read_text())
+    doc["defaults"]["key_file"] = str(key or lab.key_file)
+    (tmp / "known_hosts").write_text(known_hosts)
+    for name, nics in (extra_nics or {}).items():
+        doc["hosts"]["rx1"]["nics"][name] = nics
+    path = tmp / "inventory.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_unknown_and_changed_host_keys(lab: Lab, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    inv = copy_inventory(lab, tmp_path, "")
+    code, out = cli("probe", "--inventory", str(inv), "--hosts", "rx1", capsys=capsys)
+    assert code == 1 and "unknown host key" in out["failed"]["rx1"]
+    code, out = cli("probe", "--inventory", str(inv), "--hosts", "rx1",
+                    "--trust-on-first-use", capsys=capsys)
+    assert code == 0 and lab.host("rx1").address in (tmp_path / "known_hosts").read_text()
+    lines = lab.known_hosts.read_text().splitlines()
+    rx1_addr, rx2_key = lab.host("rx1").address, lines[2].split(" ", 1)[1]
+    inv = copy_inventory(lab, tmp_path, f"{rx1_addr} {rx2_key}\n")  # someone else's key
+    for extra in ([], ["--trust-on-first-use"]):
+        code, out = cli("probe", "--inventory", str(inv), "--hosts", "rx1", *extra,
+                        capsys=capsys)
+        assert code == 1 and "CHANGED" in out["failed"]["rx1"]
+
+
+def test_wrong_client_key(lab: Lab, tmp_path: Path, pristine: dict,
+                          capsys: pytest.CaptureFixture[str]) -> None:
+    key = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    inv = copy_inventory(lab, tmp_path, lab.known_hosts.read_text(), key=key)
+    plan = str(write_plan(tmp_path / "plan.yaml", {"rx1": RX1}))
+    code, out = cli("deploy", plan, "--inventory", str(inv), capsys=capsys)
+    assert code == 1 and "authentication failed" in out["failed"]["rx1"]
+
+
+def test_confirm_timeout(lab: Lab, tmp_path: Path, pristine: dict,
+                         capsys: pytest.CaptureFixture[str]) -> None:
+    inv = str(lab.inventory)
+    plan = str(write_plan(tmp_path / "plan.yaml", {"rx1": RX1}))
+    code, out = cli("deploy", plan, "--inventory", inv, "--confirm-timeout", "2",
+                    capsys=capsys)
+    assert code == 0 and out["hosts"]["rx1"]["status"] == "pending-confirm"
+    assert state(lab, "rx1")["gro_flush_timeout"] == 200000
+    code, out = cli("deploy", plan, "--inventory", inv, capsys=capsys)
+    assert code == 1 and out["hosts"]["rx1"]["status"] == "refused"  # awaits confirmation
+    wait_for(lambda: state(lab, "rx1") == pristine["rx1"], 10, "the confirm timer")
+    code, out = cli("deploy", "--confirm", "--inventory", inv, "--hosts", "rx1", capsys=capsys)
+    assert code == 1 and out["hosts"]["rx1"]["status"] == "restored"  # too late
+
+    code, out = cli("deploy", plan, "--inventory", inv, "--confirm-timeout", "30",
+                    capsys=capsys)
+    assert code == 0
+    code, out = cli("deploy", "--confirm", "--inventory", inv, "--hosts", "rx1", capsys=capsys)
+    assert code == 0 and out["hosts"]["rx1"]["status"] == "confirmed"
+    assert state(lab, "rx1")["gro_flush_timeout"] == 200000
+    code, _ = cli("rollback", "--inventory", inv, capsys=capsys)
+    assert code == 0
+
+
+def test_mgmt_interface_needs_permission(lab: Lab, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    inv = str(copy_inventory(lab, tmp_path, lab.known_hosts.read_text(),
+                             extra_nics={"rx1-mgmt": "mgmt0"}))
+    lab.exec("rx1", ["ethtool", "-L", "mgmt0", "rx", "2"])
+    try:
+        doc = {"nictune_plan": 1, "transmissions": [
+            {"id": "t", "host": "rx1", "nic": "rx1-mgmt", "setting": {
+                "mode": "active_wait", "ring_slots": 1024}}]}
+        plan = tmp_path / "plan.yaml"
+        plan.write_text(yaml.safe_dump(doc))
+        code, out = cli("deploy", str(plan), "--inventory", inv, capsys=capsys)
+        assert code == 1 and out["hosts"]["rx1"]["status"] == "refused"
+        assert "allow-mgmt-iface" in out["hosts"]["rx1"]["error"]
+        assert "RX:\t\t2" in lab.exec("rx1", ["ethtool", "-l", "mgmt0"]).stdout.split(
+            "Current")[1]
+        code, out = cli("deploy", str(plan), "--inventory", inv, "--allow-mgmt-iface",
+                        capsys=capsys)
+        assert code == 0 and out["hosts"]["rx1"]["status"] == "applied", out["failed"]
+        code, out = cli("rollback", "--inventory", inv, capsys=capsys)
+        assert code == 0
+        assert "RX:\t\t2" in lab.exec("rx1", ["ethtool", "-l", "mgmt0"]).stdout.split(
+            "Current")[1]
+    finally:
+        lab.exec("rx1", ["ethtool", "-L", "mgmt0", "rx", "1"], check=False)
+
+
+def test_second_lab_and_teardown(lab: Lab, tmp_path: Path) -> None:
+    with lab_hosts(tmp_path / "other", hosts=2) as other:
+        assert other.id != lab.id
+        assert {h.netns for h in other.hosts}.isdisjoint({h.netns for h in lab.hosts})
+        pids = [h.sshd_pid for h in other.hosts]
+        names = [h.netns for h in other.hosts] + [other.mgmt_netns]
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not any(n in listed for n in names)
+    assert not any(process_alive(p) for p in pids)
+    assert not (tmp_path / "other" / "inventory.yaml").exists()
+    assert all(Path(f"/proc/{h.sshd_pid}").exists() for h in lab.hosts)  # ours untouched
