@@ -77,7 +77,10 @@ class Consumer:
             return 0
         room = max(0, self.R - self.ring())
         a = min(m, room)
-        if a:
+        if a == 1:
+            self.acc[self.n_acc] = self.nxt
+            self.n_acc += 1
+        elif a:
             self.acc[self.n_acc:self.n_acc + a] = np.arange(self.nxt, self.nxt + a)
             self.n_acc += a
         self.dropped += m - a

@@ -193,6 +193,23 @@ def test_a_shared_core_is_shared():
     assert [m.to_json() for m in v] == [m.to_json() for m in shared]
 
 
+@pytest.mark.parametrize("rate", ["90kpps", "400kpps"])
+def test_round_robin_drains_change_nothing(rate):
+    """Several batched consumers on one core, partly saturated: the vectorised rounds equal
+    the per-packet event loop."""
+    cfg = config(packets=6000, rate=rate, extra=2, per_byte="0.2371ns")
+    settings = {"t0": NicSetting("watermark", watermark=50, watermark_timeout=7.7e-5,
+                                 ring_slots=200),
+                "t1": NicSetting("passive_wait", poll_interval=41.3e-6, ring_slots=200),
+                "t2": NicSetting("watermark", watermark=13, watermark_timeout=0.0)}
+    a = [m.to_json() for m in des.simulate(cfg, settings)]
+    b = [m.to_json() for m in des.simulate(cfg, settings, vectorised=False)]
+    for x, y in zip(a, b, strict=True):
+        for key, value in x.items():
+            assert value == (pytest.approx(y[key], rel=1e-9) if isinstance(value, float)
+                             else y[key]), key
+
+
 def test_a_saturated_shared_core_drops_and_conserves():
     cfg = config(packets=5_000, rate="700kpps", extra=2, arrival="cbr")
     out = des.simulate(cfg, {"t0": NicSetting("busy_poll", ring_slots=128),
