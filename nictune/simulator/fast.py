@@ -131,7 +131,7 @@ class _Share:
     r: np.ndarray  # packets/s t gets when the core saturates (inf: it keeps up)
     delivered: np.ndarray  # shared hosts: fluid packets delivered (NaN: use the closed form)
     q_end: np.ndarray  # shared hosts: packets queued when t's arrivals end
-    r_end: np.ndarray  # shared hosts: packets/s t got in its last phase (inf: kept up)
+    tail: np.ndarray  # shared hosts: s from t's last arrival until its backlog is taken
 
 
 def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray,
@@ -154,7 +154,7 @@ def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     r = np.where(wl.local[None, :] * w > cpu, cpu / w, np.inf)
     share = _Share(rho_o=np.zeros(shape), high=irq_load.copy(), r=r,
                    delivered=np.full(shape, np.nan), q_end=np.zeros(shape),
-                   r_end=np.full(shape, np.inf))
+                   tail=np.zeros(shape))
     for cols in wl.groups:
         _share_host(wl, b, w, irq_load, soft_load, cap_q, cols, share, sleeps)
     return share
@@ -163,7 +163,12 @@ def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
 def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray,
                 soft_load: np.ndarray, cap_q: np.ndarray, cols: np.ndarray, out: _Share,
                 sleeps: np.ndarray | None) -> None:
-    """The phases of one shared host (columns `cols`), written into `out`."""
+    """The phases of one shared host (columns `cols`), written into `out`.
+
+    A member of a phase is a transmission whose packets arrive in it or that still has a
+    backlog; interrupts come only from arriving ones. What is queued after the last phase
+    drains with every holder backlogged (round-robin on the whole core).
+    """
     lam = wl.rate[cols]
     wj = w[:, cols]
     avg = lam / np.maximum(wl.local[cols], _TINY)
@@ -179,34 +184,47 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     rho = np.zeros(wj.shape)
     high = np.zeros(wj.shape)
     q = np.zeros(wj.shape)
-    done = np.zeros(wj.shape)
-    r_end = np.full(wj.shape, np.inf)
+    q_end = np.zeros(wj.shape)
+    taken_own = np.zeros(wj.shape)
+    dropped = np.zeros(wj.shape)
+    fin = np.broadcast_to(end, wj.shape).copy()  # when the last packet is taken
     inflow = wl.n[cols] / np.maximum(wl.span[cols], _TINY)  # n packets over the span
     for lo, hi in itertools.pairwise(edges):
         length = hi - lo
-        act = (start <= lo + _TINY) & (end >= hi - _TINY)
-        if length <= 0 or not act.any():
+        act = ((start <= lo + _TINY) & (end >= hi - _TINY)).astype(float)
+        member = (act[None, :] > 0) | (q > 0.5)
+        if length <= 0 or not member.any():
             continue
-        m = same * (act[:, None] & act[None, :])[None]
-        h = np.einsum("pij,pj->pi", m, irq)
-        h_o = np.einsum("pij,pj->pi", m, woken) - woken
+        m = same * (member[:, :, None] & member[:, None, :])
+        h = np.einsum("pij,pj->pi", m, irq * act)
+        h_o = np.einsum("pij,pj->pi", m, woken * act) - woken * act
         # a member with a backlog asks for its arrivals plus the backlog within the phase
-        demand = np.where(act, inflow, 0.0) + q / length
-        rk = _waterfill(m, demand, wj, np.clip(1.0 - h - h_o, 0.0, None))
-        rho += act * (np.einsum("pij,pj->pi", m, own) - own) * length
+        rk = _waterfill(m, act * inflow + q / length, wj, np.clip(1.0 - h - h_o, 0.0, None))
+        rho += act * (np.einsum("pij,pj->pi", m, own * act) - own * act) * length
         high += act * h * length
         avail = q + act * inflow * length
-        taken = np.where(act, np.minimum(avail, rk * length), 0.0)
-        r_end = np.where(act, rk, r_end)
+        taken = np.where(member, np.minimum(avail, rk * length), 0.0)
+        # a backlog left after the arrivals empties inside this phase
+        empties = (act == 0) & (q > 0.5) & (taken >= avail - 1e-9)
+        fin = np.where(empties, lo + q / np.maximum(np.minimum(rk, 1e300), _TINY), fin)
+        fin = np.where(empties & ~np.isfinite(rk), lo, fin)
+        taken_own += act * taken
+        dropped += np.clip(avail - taken - cap, 0.0, None)
         q = np.minimum(avail - taken, cap)
-        done += taken
+        q_end = np.where((act > 0) & (np.abs(end - hi) <= _TINY), q, q_end)
+    left = q > 0.5
+    if left.any():
+        m = same * (left[:, :, None] & left[:, None, :])
+        rk = _waterfill(m, np.where(left, 1e30, 0.0), wj, np.ones(wj.shape))
+        fin = np.where(left, edges[-1] + q / np.maximum(np.minimum(rk, 1e300), _TINY), fin)
     span = np.maximum(wl.span[cols], _TINY)
+    fluid = wl.span[cols] > 0
     out.rho_o[:, cols] = rho / span
-    out.high[:, cols] = np.where(wl.span[cols] > 0, high / span, out.high[:, cols])
-    out.delivered[:, cols] = np.where(wl.span[cols] > 0, done + q, np.nan)
-    out.q_end[:, cols] = q
-    out.r_end[:, cols] = r_end
-    out.r[:, cols] = np.where((done + q < wl.n[cols] - 0.5) | (q >= 1.0), done / span, np.inf)
+    out.high[:, cols] = np.where(fluid, high / span, out.high[:, cols])
+    out.delivered[:, cols] = np.where(fluid, wl.n[cols] - dropped, np.nan)
+    out.q_end[:, cols] = q_end
+    out.tail[:, cols] = np.clip(fin - end, 0.0, None)
+    out.r[:, cols] = np.where((dropped > 0.5) | (q_end >= 1.0), taken_own / span, np.inf)
 
 
 def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray) -> np.ndarray:
@@ -333,7 +351,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
             "period": period.ravel(), "wm": wm.ravel(), "tau": tau.ravel(),
             "n_wake": n_wake.ravel(), "high": share.high.ravel(), "cap": cap_q.ravel(),
             "r": share.r.ravel(), "fluid_delivered": share.delivered.ravel(),
-            "fluid_q": share.q_end.ravel(), "fluid_r": share.r_end.ravel()}
+            "fluid_q": share.q_end.ravel(), "fluid_tail": share.tail.ravel()}
     res = {key: np.zeros(col.size) for key in _Mode.__dataclass_fields__}
 
     def run(mask: np.ndarray, fn: Callable[..., _Mode], *names: str) -> None:
@@ -354,7 +372,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         sub = {k: v[sat] for k, v in res.items()}
         _saturate(cx, sub, act.ravel()[sat], (pas | wat).ravel()[sat],
                   *(flat[k][sat] for k in ("r", "high", "cap", "w", "fluid_delivered",
-                                           "fluid_q", "fluid_r")))
+                                           "fluid_q", "fluid_tail")))
         for key, value in sub.items():
             res[key][sat] = value
     res = {k: v.reshape(shape) for k, v in res.items()}
@@ -590,13 +608,14 @@ def _watermark(cx: _Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray) ->
 
 def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.ndarray,
               r: np.ndarray, high: np.ndarray, cap: np.ndarray, w: np.ndarray,
-              fluid_delivered: np.ndarray, fluid_q: np.ndarray, fluid_r: np.ndarray) -> None:
+              fluid_delivered: np.ndarray, fluid_q: np.ndarray, fluid_tail: np.ndarray
+              ) -> None:
     """Elements whose core cannot keep up: the consumer gets r packets/s, its queue overflows.
 
     Alone on a host, per burst (cbr/poisson: one burst) the queue (backlog B in active_wait,
     else the ring R) fills at λ − r, drops beyond its capacity and drains after the last
     arrival; on a shared host the phases of `_core_share` did that already (`fluid_*`: the
-    packets delivered, the queue when arrivals end and the rate in the last phase).
+    packets delivered, the queue when arrivals end and how long it takes to drain).
     """
     n, lam = cx.n, cx.lam
     on = cx.c("on") + 1.0 / lam
@@ -617,11 +636,9 @@ def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np
     q_end = np.where(fluid, fluid_q, q_end)
     lat = np.minimum(cap, np.where(fluid, q_end, q)) / np.maximum(r, _TINY) + cx.ti + w
     res["delivered"] = delivered
-    # the queue left when arrivals end drains at the share the consumer had last
-    # (active_wait: plus the core time its own interrupts no longer take)
-    r_post = fluid_r + np.where(act, cx.lam * cx.ti / w, 0.0)
-    drain = np.where(fluid & np.isfinite(fluid_r), q_end / np.maximum(r_post, _TINY),
-                     q_end * w)
+    # the queue left when arrivals end: alone it drains at full speed, on a shared core
+    # when the phases say it is taken
+    drain = np.where(fluid, fluid_tail, q_end * w)
     res["duration"] = cx.span + cx.ti + drain + q_irq * cx.ti
     res["lat_mean"] = lat
     res["lat_p99"] = lat * 1.02
