@@ -211,6 +211,13 @@ def _size(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def _setting(config: Config, nic: str, s: NicSetting) -> str:
+    """`describe()`, plus IRQ core and placement where the host has several NICs."""
+    host = config.nics[nic].host
+    shared = sum(1 for n in config.nics.values() if n.host == host) > 1
+    return s.describe() + (f" core={s.irq_core} {s.placement}" if shared else "")
+
+
 def table(config: Config, out: Outcome, engine_label: str) -> str:
     """The seed paper's Table 1, predicted: one row per transmission, then the mean."""
     head = ("| transmission | size | packet size | default throughput | optimized throughput "
@@ -230,7 +237,7 @@ def table(config: Config, out: Outcome, engine_label: str) -> str:
             f"| {format_bitrate(d.throughput_bps)} | {format_bitrate(o.throughput_bps)} "
             f"| {gain:+.3f} | {d.interrupts:.4g} | {o.interrupts:.4g} "
             f"| {100 * d.cpu_util:.3g} % | {100 * o.cpu_util:.3g} % "
-            f"| {out.settings[i].describe()} |")
+            f"| {_setting(config, t.nic, out.settings[i])} |")
     ints_d = sum(m.interrupts for m in out.default)
     ints_o = sum(m.interrupts for m in out.optimized)
     lines += ["", f"Mean throughput improvement: {np.mean(gains):+.3f} % "

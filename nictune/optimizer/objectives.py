@@ -32,6 +32,7 @@ OBJECTIVES = ("throughput", "interrupts", "cpu", "energy")
 WEIGHTS = (1.0, -1.0, -1.0, -1.0)
 FEASIBLE = 1e-9  # violation (sum of fractions) still counted as feasible
 TIE = 1e-3  # throughputs within 0.1 % of the best count as equal (prefer throughput)
+INT_TIE = 5e-3  # interrupt ratios within 0.5 % of the fewest count as equal
 NOISE = 1e-9  # float noise: a plan this close to the default's throughput is "as fast"
 CPU_SLACK = 2.0  # tied rows may use up to this times the frugal CPU (see `pick`)
 PENALTY = 1e12
@@ -140,8 +141,9 @@ def pick(values: np.ndarray, violation: np.ndarray, prefer: str,
     and among them only those using at most `CPU_SLACK` times the CPU of the default or of
     the most frugal eligible row, whichever is more: otherwise busy polling (no interrupts,
     a whole core spinning) would always win the interrupt count. Then
-    throughput: the highest throughput (ties within `TIE`), the fewest interrupts, the
-    least CPU; interrupts: the fewest interrupts, the highest throughput, the least CPU;
+    throughput: the highest throughput (ties within `TIE`), the fewest interrupts (ties
+    within `INT_TIE`), the least CPU; interrupts: the fewest interrupts (within
+    `INT_TIE`), the highest throughput (within `TIE`), the least CPU;
     balanced: among the non-dominated rows, the one closest to the ideal point after
     scaling each objective's logarithm to [0, 1] (the knee of the front).
     """
@@ -154,10 +156,12 @@ def pick(values: np.ndarray, violation: np.ndarray, prefer: str,
         keep = keep[values[keep, 0] >= (1.0 - TIE) * values[keep, 0].max()]
     keep = keep[values[keep, 2] <= CPU_SLACK * max(1.0, values[keep, 2].min())]
     v = values[keep]
-    if prefer == "throughput":
-        return int(keep[np.lexsort((v[:, 2], v[:, 1]))[0]])
-    if prefer == "interrupts":
-        return int(keep[np.lexsort((v[:, 2], -v[:, 0], v[:, 1]))[0]])
+    if prefer in ("throughput", "interrupts"):
+        few = v[:, 1] <= (1.0 + INT_TIE) * v[:, 1].min()
+        if prefer == "interrupts":
+            few &= v[:, 0] >= (1.0 - TIE) * v[few, 0].max()
+        keep, v = keep[few], v[few]
+        return int(keep[np.lexsort((v[:, 1], v[:, 2]))[0]])
     front = keep[~dominated(v)]
     signed = np.log(np.maximum(values[front], 1e-300)) * -np.asarray(WEIGHTS[:v.shape[1]])
     lo, hi = signed.min(axis=0), signed.max(axis=0)

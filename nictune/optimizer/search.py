@@ -221,11 +221,11 @@ class Search:
         return self.state
 
     def _offspring(self, pop: list[Any], rng: np.random.Generator) -> list[list[float]]:
-        """Half NSGA-II offspring (tournament, SBX, mutation) of the population; the other
-        half mutants of the per-host archives, each row testing one block per host; then
-        one composite per preference."""
+        """A quarter NSGA-II offspring (tournament, SBX, mutation) of the population; the
+        rest mutants of the per-host archives, each row testing one block per host; then
+        one composite per preference and a probe."""
         n = self.options.population
-        composites = [self.composite(p) for p in PREFERENCES][:max(0, n - 1)]
+        composites = [*(self.composite(p) for p in PREFERENCES), self._probe()][:max(0, n - 1)]
         pairs = (n - len(composites)) // 8
         genes = np.array(pop, dtype=float)[tournament(pop, 2 * pairs, rng)]
         a, b = crossover(genes[:pairs], genes[pairs:], ETA_CX, CXPB, rng)
@@ -233,6 +233,16 @@ class Search:
         local = bounds(mutate(self._from_archives(n - len(composites) - 2 * pairs, rng),
                               ETA_MUT, ARCHIVE_MUTATION, rng), BOUNDARY, rng)
         return [*np.concatenate([kids, local]).tolist(), *composites]
+
+    def _probe(self) -> list[float]:
+        """The throughput composite with one gene of every NIC block moved to a bound,
+        cycling through genes and bounds by generation: a coordinate probe that tries
+        e.g. `same_core` or the largest ring on each host's best setting in turn."""
+        assert self.state is not None
+        g = np.array(self.composite("throughput")).reshape(-1, GENES_PER_NIC)
+        step = self.state.generation % (2 * GENES_PER_NIC)
+        g[:, step % GENES_PER_NIC] = float(step // GENES_PER_NIC)
+        return g.ravel().tolist()
 
     def _from_archives(self, k: int, rng: np.random.Generator) -> np.ndarray:
         """k rows whose block for each host is a member of that host's archive: half the

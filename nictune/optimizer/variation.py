@@ -72,11 +72,12 @@ def mutate(x: np.ndarray, eta: float, indpb: float, rng: np.random.Generator) ->
 
 
 def bounds(x: np.ndarray, rate: float, rng: np.random.Generator,
-           block: int = 7, genes: tuple[int, ...] = (0, 1, 2, 3, 4)) -> np.ndarray:
+           block: int = 7, genes: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6)) -> np.ndarray:
     """Boundary mutation: in each `block` of genes, with probability `rate`, set one of
     `genes` to 0 or 1 (the saturated ends of a range: the longest interval, the largest
-    watermark, ...), where polynomial steps arrive only slowly; gene 0 (the mode, a
-    category) is reset uniformly instead, so a good block also tries the other modes."""
+    watermark, the first core, `same_core`), where polynomial steps arrive only slowly;
+    gene 0 (the mode, a category) is reset uniformly instead, so a good block also tries
+    the other modes."""
     out = x.copy()
     rows, blocks = x.shape[0], x.shape[1] // block
     hit = rng.random((rows, blocks)) < rate

@@ -92,16 +92,19 @@ def _settings(plan_path: Path) -> list[tuple[dict, dict]]:
 
 def test_optimizer_dask_local_cluster_equals_a_local_run(small_config: Path,
                                                         tmp_path: Path) -> None:
-    """DES-evaluated search on a 2-worker LocalCluster gives the local run's plan."""
+    """DES-evaluated search on a 2-worker LocalCluster (and on a 2-process pool) gives the
+    local run's plan."""
     args = ["optimize", str(small_config), "--engine", "des", "--population", "8",
             "--generations", "2", "--seed", "3", "--json"]
     assert main([*args, "--out", str(tmp_path / "local")]) == 0
     assert main([*args, "--out", str(tmp_path / "dask"), "--dask", "local"]) == 0
-    assert _settings(tmp_path / "local" / "plan.yaml") == _settings(
-        tmp_path / "dask" / "plan.yaml")
-    a = json.loads((tmp_path / "local" / "checkpoint.json").read_text())
-    b = json.loads((tmp_path / "dask" / "checkpoint.json").read_text())
-    assert a["population"] == b["population"] and a["archives"] == b["archives"]
+    assert main([*args, "--out", str(tmp_path / "pool"), "--workers", "2"]) == 0
+    local = json.loads((tmp_path / "local" / "checkpoint.json").read_text())
+    for other in ("dask", "pool"):
+        assert _settings(tmp_path / "local" / "plan.yaml") == _settings(
+            tmp_path / other / "plan.yaml")
+        b = json.loads((tmp_path / other / "checkpoint.json").read_text())
+        assert local["population"] == b["population"] and local["archives"] == b["archives"]
 
 
 def test_optimizer_ctrl_c_exits_130_and_keeps_the_checkpoint(small_config: Path,
