@@ -71,6 +71,8 @@ class Consumer:
         """Arrivals up to `t` enter the ring while it has room, the rest are dropped.
 
         Exact as long as nothing was taken from the ring since the previous call."""
+        if self.nxt >= self.n or self.AL[self.nxt] > t:
+            return 0
         k = bisect.bisect_right(self.AL, t, self.nxt)
         m = k - self.nxt
         if m <= 0:
