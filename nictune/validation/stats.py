@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -76,7 +77,9 @@ def compare(metric: str, default: Sequence[float], optimized: Sequence[float],
                                                                             b.mean - a.mean),
                                                               0.0, nan)
     else:
-        res = _st.ttest_ind(list(_clean(optimized)), list(_clean(default)), equal_var=False)
+        with warnings.catch_warnings():  # nearly identical runs: scipy warns, result stands
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = _st.ttest_ind(_clean(optimized), _clean(default), equal_var=False)
         t, p = float(res.statistic), float(res.pvalue)
         va, vb = a.sd ** 2 / a.n, b.sd ** 2 / b.n
         dof = (va + vb) ** 2 / (va ** 2 / (a.n - 1) + vb ** 2 / (b.n - 1))

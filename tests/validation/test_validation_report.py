@@ -1,0 +1,100 @@
+"""The report from a real lab run (tests/validation/data/validate-result.json, recorded with
+`nictune validate` on `nictune lab` hosts) and the CLI's refusal of bad input (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from nictune.cli import main
+from nictune.plan import load_plan
+from nictune.validation import report
+
+DATA = Path(__file__).with_name("data")
+
+
+@pytest.fixture()
+def result() -> dict:
+    doc = json.loads((DATA / "validate-result.json").read_text())
+    doc["runs"] = [{**r, "raw": raw} for r, raw in zip(doc.pop("runs"), doc.pop("raw_runs"),
+                                                        strict=True)]
+    return doc
+
+
+def test_report_files_tables_and_verdicts(result: dict, tmp_path: Path) -> None:
+    plan = load_plan(DATA / "validate-plan.yaml")
+    doc = report.build(result, plan)
+    paths = report.write(doc, tmp_path / "out")
+    assert json.loads(paths["json"].read_text())["nictune_validation"] == 1
+    rows = report.table1(doc)
+    assert [r[0] for r in rows[1:]] == ["t-rx1", "t-rx2"]
+    t2 = doc["transmissions"][1]
+    assert t2["summary"]["default"]["wakeups"]["n"] == result["repeats"]
+    # the same traffic: the watermark default wakes far less often than active_wait
+    assert t2["summary"]["default"]["wakeups"]["mean"] * 10 < \
+        t2["summary"]["optimized"]["wakeups"]["mean"]
+    assert t2["comparisons"]["wakeups"]["verdict"] == "regression"  # more wake-ups: worse
+    verdict = t2["comparisons"]["throughput_bps"]
+    assert verdict["verdict"] in ("improvement", "regression", "no significant difference")
+    md = paths["md"].read_text()
+    assert "not significant" in md and "limited by sender" in md
+    assert "coalesce unsupported" in md  # knobs the veth could not take are listed
+    assert t2["predicted"]["optimized"]["throughput_bps"] > 0
+    assert t2["predicted"]["optimized"]["wakeups_per_packet"] == pytest.approx(1.0, rel=0.05)
+    page = paths["html"].read_text()
+    assert page.count("data:image/png;base64,") == 3 and "<table>" in page
+    assert "src=\"http" not in page  # self-contained
+
+
+def _inventory(tmp_path: Path) -> Path:
+    (tmp_path / "id_ed25519").write_text("not used: no connection is made\n")
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text("hosts:\n  sender: {address: 10.0.0.1}\n"
+                   "  rx1: {address: 10.0.0.2, nics: {rx1-veth0: veth0}}\n"
+                   "  rx2: {address: 10.0.0.3, nics: {rx2-veth0: veth0}}\n")
+    return inv
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda p, i: ["/nonexistent/plan.yaml", "--inventory", i], "cannot read"),
+    (lambda p, i: [p, "--inventory", "/nonexistent/inv.yaml"], "cannot read"),
+    (lambda p, i: [p, "--inventory", i, "--sender", "nobody"], "--sender"),
+    (lambda p, i: [p, "--inventory", i, "--transmissions", "t-x"], "no transmission"),
+    (lambda p, i: [p, "--inventory", i, "--repeats", "0"], "--repeats"),
+    (lambda p, i: [p, "--inventory", i, "--scale", "2"], "--scale"),
+    (lambda p, i: [p, "--inventory", i, "--scale", "0.5", "--duration", "1"], "not allowed"),
+])
+def test_bad_input_exits_2_before_any_connection(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                 change, expected: str) -> None:
+    plan = tmp_path / "plan.yaml"
+    shutil.copy(DATA / "validate-plan.yaml", plan)
+    argv = change(str(plan), str(_inventory(tmp_path)))
+    if "--sender" not in argv:
+        argv += ["--sender", "sender"]
+    with pytest.raises(SystemExit) as exc:
+        raise SystemExit(main(["validate", *argv, "--out", str(tmp_path / "o")]))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_inventory_missing_the_plans_nic_exits_2(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture) -> None:
+    inv = _inventory(tmp_path)
+    inv.write_text(inv.read_text().replace("rx2-veth0", "other"))
+    code = main(["validate", str(DATA / "validate-plan.yaml"), "--inventory", str(inv),
+                 "--sender", "sender"])
+    assert code == 2 and "rx2-veth0" in capsys.readouterr().err
+
+
+def test_calibrate_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    inv = str(_inventory(tmp_path))
+    assert main(["calibrate", "--inventory", inv, "--sender", "sender", "--receiver",
+                 "nobody"]) == 2
+    assert main(["calibrate", "--inventory", inv, "--sender", "sender", "--receiver", "rx1",
+                 "--modes", "turbo"]) == 2
+    err = capsys.readouterr().err
+    assert "nobody" in err and "turbo" in err
