@@ -198,8 +198,9 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
         m = same * (member[:, :, None] & member[:, None, :])
         h = np.einsum("pij,pj->pi", m, irq * act)
         h_o = np.einsum("pij,pj->pi", m, woken * act) - woken * act
-        # a member with a backlog asks for its arrivals plus the backlog within the phase
-        rk = _waterfill(m, act * inflow + q / length, wj, np.clip(1.0 - h - h_o, 0.0, None))
+        # a member with a backlog takes all it can get (round-robin share of the rest)
+        demand = np.where(q > 0.5, 1e30, act * inflow)
+        rk = _waterfill(m, demand, wj, np.clip(1.0 - h - h_o, 0.0, None))
         rho += act * (np.einsum("pij,pj->pi", m, own * act) - own * act) * length
         high += act * h * length
         avail = q + act * inflow * length
