@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from nictune import __version__
 from nictune.errors import InputError, RunError
 
+DESCRIPTION = ("Tune Linux NIC receive settings per data transmission: simulate, optimise, "
+               "deploy over SSH with rollback, and validate with real traffic.")
 PARTS = ("nictune.simulator.cli", "nictune.optimizer.cli", "nictune.deploy.cli",
          "nictune.validation.cli")
 
@@ -28,18 +30,12 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="nictune", description=__doc__.splitlines()[0])
+    parser = Parser(prog="nictune", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"nictune {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for name in PARTS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue  # a part that is not built yet
-        module.register(sub)
+        importlib.import_module(name).register(sub)
     return parser
 
 
