@@ -176,8 +176,8 @@ def write_plots(search: Search, prefer: str, directory: Path) -> None:
     twin.plot(gen, [r[f"{prefer}_interrupts_ratio"] for r in s.logbook], "k--",
               label=f"interrupts ratio ({prefer})")
     twin.set_ylabel("interrupts / default")
-    ax.legend(loc="lower right")
-    twin.legend(loc="upper right")
+    ax.legend(loc="best", fontsize=8)
+    twin.legend(loc="upper center", fontsize=8)
     ax.set_title("Convergence (predicted)")
     fig.tight_layout()
     fig.savefig(directory / "convergence.png", dpi=110)
@@ -195,7 +195,7 @@ def write_plots(search: Search, prefer: str, directory: Path) -> None:
         ax.scatter([v[1]], [100 * (v[0] - 1)], marker=mark, s=70, edgecolor="k",
                    label=f"plan ({p})")
     ax.set_xscale("log")
-    ax.set_xlabel("interrupts / default (mean over transmissions)")
+    ax.set_xlabel("interrupts / default (geometric mean over transmissions)")
     ax.set_ylabel("throughput gain vs default (%)")
     ax.set_title("Final population and plans (predicted)")
     ax.legend(fontsize=8)
