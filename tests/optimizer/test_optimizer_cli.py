@@ -45,11 +45,15 @@ def test_optimizer_cli_writes_every_output_and_a_loadable_plan(
 def test_optimizer_cli_prints_the_table_without_json(
         small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["optimize", str(small_config), "--out", str(tmp_path / "r"), *FAST,
-                 "--verify", "none", "--prefer", "balanced"]) == 0
+                 "--verify", "none", "--prefer", "balanced", "--energy"]) == 0
     text = capsys.readouterr()
     assert "| transmission | size | packet size | default throughput" in text.out
     assert "PREDICTED" in text.out and "gen    3/3" in text.err
-    assert load_plan(tmp_path / "r" / "plan.yaml").meta["prefer"] == "balanced"
+    meta = load_plan(tmp_path / "r" / "plan.yaml").meta
+    assert meta["prefer"] == "balanced" and meta["verify"] == "none"
+    assert meta["objectives"] == ["throughput", "interrupts", "cpu", "energy"]
+    header = (tmp_path / "r" / "pareto.csv").read_text().splitlines()[0]
+    assert header == "kind,throughput_ratio,interrupts_ratio,cpu_ratio,energy_ratio,settings"
 
 
 @pytest.mark.parametrize(("extra", "message"), [
