@@ -492,7 +492,7 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
 
 
 def _scaled_counts(parts: Sequence[int], total: int) -> list[int]:
-    """Scale counts summing to n so they sum to `total` exactly (largest remainder)."""
+    """Scale counts so they sum to `total` exactly (largest remainder)."""
     n = sum(parts)
     exact = [p * total / n for p in parts]
     out = [math.floor(x) for x in exact]
@@ -503,18 +503,27 @@ def _scaled_counts(parts: Sequence[int], total: int) -> list[int]:
 
 
 def _metrics(config: Config, t: Transmission, c: Consumer) -> Metrics:
+    """Totals for the whole transmission. From a window, steady-state quantities scale by
+    N/window: delivered and dropped packets, interrupts, CPU, and the arrival span in the
+    duration; end effects do not: the stranded packets (those after the last wake-up) and
+    the tail from the last arrival to the last delivery happen once."""
     host, nic = config.host_of(t), config.nic_of(t)
     ok = np.isfinite(c.finish)
     delivered = int(ok.sum())
     stranded = c.n - delivered - c.dropped
-    last = float(c.finish[ok].max()) if delivered else float(c.A[-1])
-    duration = max(last - float(c.A[0]), 0.0)
-    cpu = duration if c.mode == "busy_poll" else c.cpu
-    latency = c.finish[ok] - c.A[ok]
+    last = float(c.finish[ok].max()) if delivered else c.AL[-1]
+    duration_s = max(last - c.AL[0], 0.0)
     scale = t.packets / c.n
-    d, dropped, stranded = _scaled_counts([delivered, c.dropped, stranded], t.packets)
-    duration_s = duration * scale
-    cpu_s = cpu * scale
+    if c.n < t.packets:  # the remaining packets arrive over the same mean spacing
+        span = c.AL[-1] - c.AL[0]
+        duration_s += (span * (t.packets - 1) / (c.n - 1) - span if c.n > 1
+                       else duration_s * (scale - 1))
+    if delivered + c.dropped:
+        d, dropped = _scaled_counts([delivered, c.dropped], t.packets - stranded)
+    else:
+        d, dropped, stranded = 0, 0, t.packets
+    cpu_s = duration_s if c.mode == "busy_poll" else c.cpu * scale
+    latency = c.finish[ok] - c.A[ok]
     bytes_delivered = float(d * t.packet_size)
     return Metrics(
         transmission=t.id, engine="des", setting=c.setting,
@@ -523,7 +532,7 @@ def _metrics(config: Config, t: Transmission, c: Consumer) -> Metrics:
         offered_bps=8.0 * t.packet_size * t.rate,
         throughput_bps=8.0 * bytes_delivered / duration_s if duration_s > 0 else 0.0,
         interrupts=c.interrupts * scale, empty_wakeups=c.empty * scale,
-        cpu_busy_s=cpu_s, cpu_util=cpu / duration if duration > 0 else 0.0,
+        cpu_busy_s=cpu_s, cpu_util=cpu_s / duration_s if duration_s > 0 else 0.0,
         latency_mean_s=float(latency.mean()) if delivered else 0.0,
         latency_p99_s=float(np.percentile(latency, 99)) if delivered else 0.0,
         energy_j=nic.idle_power(host) * duration_s + host.power.core_busy * cpu_s,

@@ -160,6 +160,24 @@ def test_window_extrapolates_within_2_percent_of_exact():
         assert getattr(win, key) == pytest.approx(getattr(exact, key), rel=0.02), key
 
 
+def test_window_scales_the_steady_state_not_the_end_effects():
+    """Stranding (after the last wake-up) and the tail after the last arrival happen once:
+    they are not multiplied by N/window."""
+    cfg = config(packets=50_050, rate="1kpps", arrival="cbr")
+    s = {"t0": NicSetting("watermark", watermark=300, watermark_timeout=0.0)}
+    exact = des.simulate(cfg, s, exact=True)[0]
+    win = des.simulate(cfg, s, window=20_000)[0]
+    assert exact.packets_stranded == 50_050 % 300
+    assert win.packets_stranded == 20_000 % 300 < 300
+    assert conserved(win)
+    assert abs(win.duration_s - exact.duration_s) < 300 / 1e3  # stranded: < W arrivals
+    assert win.throughput_bps == pytest.approx(exact.throughput_bps, rel=2e-3)
+    s = {"t0": NicSetting("watermark", watermark=300, watermark_timeout=0.4)}
+    exact, win = (des.simulate(cfg, s, window=w)[0] for w in (50_050, 20_000))
+    # the tail (≤ 0.4 s) comes once; scaled with the window it would add ~0.75 s
+    assert abs(win.duration_s - exact.duration_s) < 0.1
+
+
 @pytest.mark.parametrize("mode", list(SETTINGS))
 @pytest.mark.parametrize("rate", ["150kpps", "900kpps"])
 def test_fast_paths_change_nothing(mode, rate):
