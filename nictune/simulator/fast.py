@@ -177,6 +177,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     own = lam * wj + soft
     woken = soft_load[:, cols] * avg * (0.0 if sleeps is None else sleeps[:, cols])
     cap = cap_q[:, cols]
+    weight = np.where(b.mode[:, cols] == ACTIVE, cap, 1.0)  # requests it can have queued
     same = (b.irq_core[:, cols, None] == b.irq_core[:, None, cols]).astype(float)
     start = wl.start[cols]
     end = start + wl.span[cols]
@@ -200,7 +201,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
         h_o = np.einsum("pij,pj->pi", m, woken * act) - woken * act
         # a member with a backlog takes all it can get (round-robin share of the rest)
         demand = np.where(q > 0.5, 1e30, act * inflow)
-        rk = _waterfill(m, demand, wj, np.clip(1.0 - h - h_o, 0.0, None))
+        rk = _waterfill(m, demand, wj, np.clip(1.0 - h - h_o, 0.0, None), weight)
         rho += act * (np.einsum("pij,pj->pi", m, own * act) - own * act) * length
         high += act * h * length
         avail = q + act * inflow * length
@@ -213,11 +214,21 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
         dropped += np.clip(avail - taken - cap, 0.0, None)
         q = np.minimum(avail - taken, cap)
         q_end = np.where((act > 0) & (np.abs(end - hi) <= _TINY), q, q_end)
-    left = q > 0.5
-    if left.any():
+    # after the last arrival: the backlogs drain; rates change each time one empties
+    now = np.full((wj.shape[0], 1), edges[-1])
+    for _ in range(cols.size):
+        left = q > 0.5
+        if not left.any():
+            break
         m = same * (left[:, :, None] & left[:, None, :])
-        rk = _waterfill(m, np.where(left, 1e30, 0.0), wj, np.ones(wj.shape))
-        fin = np.where(left, edges[-1] + q / np.maximum(np.minimum(rk, 1e300), _TINY), fin)
+        rk = _waterfill(m, np.where(left, 1e30, 0.0), wj, np.ones(wj.shape), weight)
+        until = np.where(left, q / np.maximum(np.minimum(rk, 1e300), _TINY), np.inf)
+        step = until.min(axis=1, keepdims=True)
+        step = np.where(np.isfinite(step), step, 0.0)
+        empties = left & (until <= step * (1 + 1e-9))
+        fin = np.where(empties, now + until, fin)
+        q = np.where(empties, 0.0, np.clip(q - np.minimum(rk, 1e300) * step, 0.0, None))
+        now = now + step
     span = np.maximum(wl.span[cols], _TINY)
     fluid = wl.span[cols] > 0
     out.rho_o[:, cols] = rho / span
@@ -228,35 +239,42 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     out.r[:, cols] = np.where((dropped > 0.5) | (q_end >= 1.0), taken_own / span, np.inf)
 
 
-def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray) -> np.ndarray:
-    """Per-packet round-robin share of `cpu`: the rate r each member gets (inf if λ ≤ r).
+def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
+               weight: np.ndarray) -> np.ndarray:
+    """Share `cpu` FIFO by request: the packet rate r each member gets (inf if λ ≤ r).
 
-    r solves f(r) = Σ_j m_ij·min(λ_j, r)·w_j = cpu_i (λ of shape (P, m): each member's
-    demand); f is piecewise linear with knots at the λ_j, so with the members sorted by λ
-    it is read off cumulative sums.
+    A consumer has one request queued at a time (round-robin per packet), active_wait one
+    per packet in its backlog, so past saturation it gets `weight` (its backlog) times the
+    others' rate. r_i = weight_i·L where L solves Σ_j m_ij·min(λ_j, weight_j·L)·w_j = cpu_i;
+    the sum is piecewise linear with knots at λ_j / weight_j, so with the members sorted by
+    that it is read off cumulative sums.
     """
     need = np.einsum("pij,pj->pi", m, lam * w) > cpu  # cores that cannot keep up
     rows = np.flatnonzero(need.any(axis=1))
     r = np.full(cpu.shape, np.inf)
     if rows.size:
-        r[rows] = _waterfill_rows(m[rows], lam[rows], w[rows], cpu[rows])
+        r[rows] = _waterfill_rows(m[rows], lam[rows], w[rows], cpu[rows], weight[rows])
     return r
 
 
-def _waterfill_rows(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray
-                    ) -> np.ndarray:
-    order = np.argsort(lam, axis=1)
-    ls = np.take_along_axis(lam, order, 1)[:, None, :]
-    mw = np.take_along_axis(m * w[:, None, :], order[:, None, :], 2)
-    cum_load = np.cumsum(mw * ls, axis=2)
-    cum_w = np.cumsum(mw, axis=2)
+def _waterfill_rows(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
+                    weight: np.ndarray) -> np.ndarray:
+    key = lam / weight
+    order = np.argsort(key, axis=1)
+    ks = np.take_along_axis(key, order, 1)[:, None, :]
+
+    def sort(x: np.ndarray) -> np.ndarray:
+        return np.take_along_axis(m * x[:, None, :], order[:, None, :], 2)
+
+    cum_load = np.cumsum(sort(lam * w), axis=2)
+    cum_w = np.cumsum(sort(weight * w), axis=2)
     suf_w = cum_w[:, :, -1:] - cum_w
-    f = cum_load + ls * suf_w  # f at each knot
+    f = cum_load + ks * suf_w  # at each knot
     k = (f <= cpu[:, :, None]).sum(axis=2)  # knots below the level
     idx = np.clip(k - 1, 0, None)[:, :, None]
     base = np.where(k > 0, np.take_along_axis(cum_load, idx, 2)[:, :, 0], 0.0)
     rest = np.where(k > 0, np.take_along_axis(suf_w, idx, 2)[:, :, 0], cum_w[:, :, -1])
-    r = np.where(rest > 0, (cpu - base) / np.maximum(rest, _TINY), np.inf)
+    r = weight * np.where(rest > 0, (cpu - base) / np.maximum(rest, _TINY), np.inf)
     return np.where((k < lam.shape[1]) & (lam > r), r, np.inf)
 
 
