@@ -205,6 +205,12 @@ class Watchdog:
             check=True)
         return res.stdout.strip() or "none"
 
+    def wait_restored(self, limit: float = 30.0) -> None:
+        """Wait until a fired timer's restore script has finished (restore.rc written)."""
+        q = shlex.quote(f"{self.dir}/restore.rc")
+        self.conn.run(f"i=0; while [ ! -e {q} ] && [ $i -lt {int(limit * 10)} ]; do "
+                      "sleep 0.1; i=$((i+1)); done", timeout=limit + 10)
+
     def restore_now(self) -> bool:
         """Run the restore script over SSH (the failure path); True when every command
         succeeded."""
@@ -340,8 +346,12 @@ def _run_changes(conn: Connection, ctx: HostContext, changes: list[Change], opts
         result.status = "pending-confirm"
         return
     if wd.disarm() == "fired":
-        result.status, result.ok = "restored", False
-        result.error = "the on-host timer fired before it was disarmed (raise --guard-timeout)"
+        # The timer's restore may have raced with the apply: let it finish, then restore
+        # once more ourselves (idempotent) and verify.
+        wd.wait_restored()
+        _restore_after_failure(conn, wd, changes, result, "the on-host timer fired before it "
+                               "was disarmed (the host was slower than --guard-timeout)",
+                               audit)
 
 
 def _run_steps(conn: Connection, commands: list[str]) -> tuple[int, str]:

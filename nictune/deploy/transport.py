@@ -10,6 +10,7 @@ When the host says `sudo: true` commands run under `sudo -n` (never prompting).
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import shlex
 import socket
@@ -26,6 +27,8 @@ from nictune.errors import RunError
 CONNECT_TIMEOUT = 10.0
 COMMAND_TIMEOUT = 30.0
 _CLONE_NEWNET = 0x40000000
+# paramiko logs a traceback when a peer resets the connection; we report it ourselves.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 class HostError(RunError):
