@@ -28,9 +28,11 @@ from typing import Any
 import numpy as np
 
 from nictune.model import MODES, Config, NicSetting, load_config
+from nictune.optimizer.checkpoint import Options
 from nictune.optimizer.encoding import Encoding
+from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.objectives import fragile, pick, ratios, violations
-from nictune.optimizer.search import Evaluator, Options, Search
+from nictune.optimizer.search import Search
 from nictune.simulator.fast import SettingBatch, evaluate_batch
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,11 +12,13 @@ from pathlib import Path
 
 from nictune.errors import InputError
 from nictune.model import load_config
+from nictune.optimizer.checkpoint import Options, load_checkpoint
 from nictune.optimizer.encoding import Encoding
+from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.export import json_document, write_all
 from nictune.optimizer.objectives import PREFERENCES
 from nictune.optimizer.parallel import mapper
-from nictune.optimizer.search import Evaluator, Options, Search, load_checkpoint
+from nictune.optimizer.search import Search
 
 DEFAULTS = Options()
 MIN_POPULATION = 4

@@ -1,21 +1,20 @@
-"""The NSGA-II loop (DEAP), its evaluation and its JSON checkpoints.
+"""The NSGA-II loop (DEAP).
 
-One generation: binary tournaments on (domination, crowding), simulated binary crossover
-and polynomial mutation on genes in [0, 1], plus one composite per preference built from
-the per-host archives (`archive.py`); the offspring are evaluated in ONE engine call and
-`tools.selNSGA2` keeps the best of parents and offspring. Generation 0 is the default
-setting plus uniform random individuals. Everything random comes from one seeded NumPy
-generator whose state the checkpoint saves, so a resumed run continues exactly as an
-uninterrupted one (`variation.py` says why not the global `random`).
+Generation 0: the default setting, the corners of the box and uniform random individuals.
+Each generation: a quarter NSGA-II offspring (binary tournament on domination and
+crowding, simulated binary crossover, polynomial mutation), the rest mutants of the
+per-host archives (`archive.py`: hosts are independent sub-problems, so every row tests
+one block per host), one composite per preference and a coordinate probe. The offspring
+are evaluated in ONE engine call and `tools.selNSGA2` keeps the best of parents and
+offspring. Everything random comes from one seeded NumPy generator whose state the
+checkpoint saves, so a resumed run continues exactly as an uninterrupted one
+(`variation.py` says why not the global `random`).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +22,16 @@ import numpy as np
 from deap import base, creator, tools
 
 from nictune.errors import InputError
-from nictune.model import Config, NicSetting
+from nictune.model import Config
 from nictune.optimizer.archive import HostArchive
-from nictune.optimizer.encoding import GENES_PER_NIC, Encoding
+from nictune.optimizer.checkpoint import Options, State, save_checkpoint
+from nictune.optimizer.encoding import GENES_PER_NIC
+from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.objectives import (
     PREFERENCES,
     WEIGHTS,
     dominated,
     fitness,
-    fragile,
     gmean,
     group_mean,
     group_min,
@@ -39,13 +39,8 @@ from nictune.optimizer.objectives import (
     ratios,
     violations,
 )
-from nictune.optimizer.parallel import Map, serial_map, simulate_task
 from nictune.optimizer.variation import bounds, crossover, mutate, tournament
-from nictune.simulator.fast import METRIC_KEYS, evaluate_batch
-from nictune.simulator.metrics import Metrics
 
-CHECKPOINT = "checkpoint.json"
-CHECKPOINT_FORMAT = 1
 CXPB, ETA_CX, ETA_MUT = 0.9, 15.0, 20.0
 ARCHIVE_MUTATION = 2.0 / GENES_PER_NIC  # per-gene mutation rate of archive mutants
 BOUNDARY = 0.2  # chance per NIC block of an archive mutant to get one gene set to a bound
@@ -55,89 +50,6 @@ creator.create("NicFitness3", base.Fitness, weights=WEIGHTS[:3])
 creator.create("NicFitness4", base.Fitness, weights=WEIGHTS)
 creator.create("NicIndividual3", list, fitness=creator.NicFitness3)
 creator.create("NicIndividual4", list, fitness=creator.NicFitness4)
-
-
-@dataclass(frozen=True)
-class Options:
-    """What a run searches with; saved in the checkpoint and restored by `--resume`."""
-
-    population: int = 64
-    generations: int = 50
-    seed: int = 0
-    engine: str = "fast"
-    energy: bool = False
-    checkpoint_every: int = 5
-    window: int = 200_000  # DES steady-state window when `engine` is des
-
-
-@dataclass
-class State:
-    """Everything a checkpoint holds."""
-
-    options: Options
-    config_hash: str
-    generation: int
-    evaluations: int
-    population: list[list[float]]
-    fitness: list[tuple[float, ...]]
-    crowding: list[float]
-    archives: list[HostArchive]
-    logbook: list[dict[str, float]] = field(default_factory=list)
-    numpy_state: dict[str, Any] = field(default_factory=dict)
-
-
-def metrics_arrays(rows: list[list[Metrics]]) -> dict[str, np.ndarray]:
-    """`Metrics` of P rows × T transmissions as the fast engine's arrays (P, T)."""
-    return {k: np.array([[float(getattr(m, k)) for m in row] for row in rows])
-            for k in METRIC_KEYS}
-
-
-class Evaluator:
-    """Metrics (P, T) of a gene matrix (P, G) with the chosen engine.
-
-    fast: one `evaluate_batch` call for the whole matrix. des: one DES run per host and
-    distinct host setting, spread with `map` and cached (many individuals share settings).
-    """
-
-    def __init__(self, config: Config, encoding: Encoding, engine: str, seed: int,
-                 window: int, map_fn: Map = serial_map):
-        self.config, self.encoding, self.engine = config, encoding, engine
-        self.seed, self.window, self.map = seed, window, map_fn
-        self.cache: dict[tuple[str, int, tuple[NicSetting, ...]], list[Metrics]] = {}
-
-    def __call__(self, genes: np.ndarray) -> dict[str, np.ndarray]:
-        """Metrics (P, T) plus `fragile` (see `objectives.fragile`)."""
-        batch = self.encoding.batch(genes)
-        if self.engine == "fast":
-            out = evaluate_batch(self.config, self.encoding.transmissions, batch)
-        else:
-            p, t = batch.shape
-            out = metrics_arrays(self.run([[batch.setting(i, j) for j in range(t)]
-                                           for i in range(p)], "des"))
-        return {**out, "fragile": fragile(batch)}
-
-    def run(self, settings: list[list[NicSetting]], engine: str) -> list[list[Metrics]]:
-        """`Metrics` of rows of per-transmission settings: one engine run per host and
-        distinct host setting, spread with `map`."""
-        ids = [t.id for t in self.encoding.transmissions]
-        todo: dict[tuple[str, int, tuple[NicSetting, ...]], dict[str, NicSetting]] = {}
-        for row in settings:
-            for h, cols in enumerate(self.encoding.host_transmissions):
-                key = (engine, h, tuple(row[j] for j in cols))
-                if key not in self.cache and key not in todo:
-                    todo[key] = {ids[j]: row[j] for j in cols}
-        tasks = [(self.config, s, engine, self.seed, self.window) for s in todo.values()]
-        for key, result in zip(todo, self.map(simulate_task, tasks), strict=True):
-            self.cache[key] = result
-        out = []
-        for row in settings:
-            metrics: list[Metrics | None] = [None] * len(ids)
-            for h, cols in enumerate(self.encoding.host_transmissions):
-                key = (engine, h, tuple(row[j] for j in cols))
-                for j, m in zip(cols, self.cache[key], strict=True):
-                    metrics[j] = m
-            out.append([m for m in metrics if m is not None])
-        return out
 
 
 Progress = Callable[[int, int, float, int, float], None]
@@ -307,57 +219,13 @@ class Search:
             pop.append(ind)
         return pop
 
-    # ------------------------------------------------------------------ checkpoints
     def save(self) -> None:
-        """Write `out/checkpoint.json` atomically (an interrupt never leaves half a file)."""
-        if self.out is None or self.state is None:
-            return
-        s = self.state
-        doc = {
-            "nictune_checkpoint": CHECKPOINT_FORMAT, "config": self.config.source,
-            "config_hash": s.config_hash, "options": asdict(s.options),
-            "generation": s.generation, "evaluations": s.evaluations,
-            "population": s.population, "fitness": [list(f) for f in s.fitness],
-            "crowding": [_finite(c) for c in s.crowding],
-            "archives": [a.to_json() for a in s.archives], "logbook": s.logbook,
-            "numpy_state": s.numpy_state,
-        }
-        self.out.mkdir(parents=True, exist_ok=True)
-        tmp = self.out / f".{CHECKPOINT}.tmp"
-        tmp.write_text(json.dumps(doc))
-        os.replace(tmp, self.out / CHECKPOINT)
+        """Write `out/checkpoint.json` (atomically) if the run has a directory."""
+        if self.out is not None and self.state is not None:
+            save_checkpoint(self.state, self.config.source, self.out)
 
     def resume(self, state: State) -> None:
         if state.config_hash != self.config.digest:
             raise InputError(f"{self.config.source}: the config changed since the checkpoint "
                              "was written (config hash differs); start a new run instead")
         self.state = state
-
-
-def _finite(x: float) -> float | str:
-    return "inf" if x == float("inf") else x
-
-
-def load_checkpoint(directory: str | Path) -> State:
-    """Read `DIR/checkpoint.json`; a missing or damaged one is an `InputError`."""
-    path = Path(directory) / CHECKPOINT
-    try:
-        raw = json.loads(path.read_text())
-    except OSError:
-        raise InputError(f"--resume {directory}: no checkpoint ({path} is missing); "
-                         "run without --resume to start") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: damaged checkpoint: {exc.msg} at line {exc.lineno}") from None
-    if not isinstance(raw, dict) or raw.get("nictune_checkpoint") != CHECKPOINT_FORMAT:
-        raise InputError(f"{path}: not a nictune checkpoint (nictune_checkpoint: "
-                         f"{CHECKPOINT_FORMAT} expected)")
-    try:
-        return State(
-            options=Options(**raw["options"]), config_hash=raw["config_hash"],
-            generation=int(raw["generation"]), evaluations=int(raw["evaluations"]),
-            population=raw["population"], fitness=[tuple(f) for f in raw["fitness"]],
-            crowding=[float(c) for c in raw["crowding"]],
-            archives=[HostArchive.from_json(a) for a in raw["archives"]],
-            logbook=raw["logbook"], numpy_state=raw["numpy_state"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"{path}: damaged checkpoint: {exc!r}") from None

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 
 from nictune.model import load_config
+from nictune.optimizer.checkpoint import Options, load_checkpoint
 from nictune.optimizer.encoding import Encoding
+from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.objectives import CPU_SLACK, NOISE, PREFERENCES, ratios
-from nictune.optimizer.search import Evaluator, Options, Search, load_checkpoint
+from nictune.optimizer.search import Search
 
 
 def _search(path: Path, out: Path | None = None, **kw: int) -> Search:

@@ -1,0 +1,96 @@
+"""The search state and its JSON checkpoint (`DIR/checkpoint.json`; never pickle).
+
+The checkpoint holds the options, the config hash, the generation, the population's genes,
+fitness values and crowding distances, the per-host archives, the logbook and the NumPy
+generator's `bit_generator.state`: everything `--resume` needs to continue exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nictune.errors import InputError
+from nictune.optimizer.archive import HostArchive
+
+CHECKPOINT = "checkpoint.json"
+CHECKPOINT_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a run searches with; saved in the checkpoint and restored by `--resume`."""
+
+    population: int = 64
+    generations: int = 50
+    seed: int = 0
+    engine: str = "fast"
+    energy: bool = False
+    checkpoint_every: int = 5
+    window: int = 200_000  # DES steady-state window when `engine` is des
+
+
+@dataclass
+class State:
+    """Everything a checkpoint holds."""
+
+    options: Options
+    config_hash: str
+    generation: int
+    evaluations: int
+    population: list[list[float]]
+    fitness: list[tuple[float, ...]]
+    crowding: list[float]
+    archives: list[HostArchive]
+    logbook: list[dict[str, float]] = field(default_factory=list)
+    numpy_state: dict[str, Any] = field(default_factory=dict)
+
+
+def save_checkpoint(state: State, config_source: str, out: Path) -> None:
+    """Write `out/checkpoint.json` atomically (an interrupt never leaves half a file)."""
+    s = state
+    doc = {
+        "nictune_checkpoint": CHECKPOINT_FORMAT, "config": config_source,
+        "config_hash": s.config_hash, "options": asdict(s.options),
+        "generation": s.generation, "evaluations": s.evaluations,
+        "population": s.population, "fitness": [list(f) for f in s.fitness],
+        "crowding": [_finite(c) for c in s.crowding],
+        "archives": [a.to_json() for a in s.archives], "logbook": s.logbook,
+        "numpy_state": s.numpy_state,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".{CHECKPOINT}.tmp"
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, out / CHECKPOINT)
+
+
+def _finite(x: float) -> float | str:
+    return "inf" if x == float("inf") else x
+
+
+def load_checkpoint(directory: str | Path) -> State:
+    """Read `DIR/checkpoint.json`; a missing or damaged one is an `InputError`."""
+    path = Path(directory) / CHECKPOINT
+    try:
+        raw = json.loads(path.read_text())
+    except OSError:
+        raise InputError(f"--resume {directory}: no checkpoint ({path} is missing); "
+                         "run without --resume to start") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: damaged checkpoint: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(raw, dict) or raw.get("nictune_checkpoint") != CHECKPOINT_FORMAT:
+        raise InputError(f"{path}: not a nictune checkpoint (nictune_checkpoint: "
+                         f"{CHECKPOINT_FORMAT} expected)")
+    try:
+        return State(
+            options=Options(**raw["options"]), config_hash=raw["config_hash"],
+            generation=int(raw["generation"]), evaluations=int(raw["evaluations"]),
+            population=raw["population"], fitness=[tuple(f) for f in raw["fitness"]],
+            crowding=[float(c) for c in raw["crowding"]],
+            archives=[HostArchive.from_json(a) for a in raw["archives"]],
+            logbook=raw["logbook"], numpy_state=raw["numpy_state"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{path}: damaged checkpoint: {exc!r}") from None

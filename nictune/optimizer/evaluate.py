@@ -1,0 +1,67 @@
+"""Evaluating gene matrices with an engine: the fast one in one vectorised call, the DES
+one run per host and distinct setting through a swappable `map`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nictune.model import Config, NicSetting
+from nictune.optimizer.encoding import Encoding
+from nictune.optimizer.objectives import fragile
+from nictune.optimizer.parallel import Map, serial_map, simulate_task
+from nictune.simulator.fast import METRIC_KEYS, evaluate_batch
+from nictune.simulator.metrics import Metrics
+
+
+def metrics_arrays(rows: list[list[Metrics]]) -> dict[str, np.ndarray]:
+    """`Metrics` of P rows × T transmissions as the fast engine's arrays (P, T)."""
+    return {k: np.array([[float(getattr(m, k)) for m in row] for row in rows])
+            for k in METRIC_KEYS}
+
+
+class Evaluator:
+    """Metrics (P, T) of a gene matrix (P, G) with the chosen engine.
+
+    fast: one `evaluate_batch` call for the whole matrix. des: one DES run per host and
+    distinct host setting, spread with `map` and cached (many individuals share settings).
+    """
+
+    def __init__(self, config: Config, encoding: Encoding, engine: str, seed: int,
+                 window: int, map_fn: Map = serial_map):
+        self.config, self.encoding, self.engine = config, encoding, engine
+        self.seed, self.window, self.map = seed, window, map_fn
+        self.cache: dict[tuple[str, int, tuple[NicSetting, ...]], list[Metrics]] = {}
+
+    def __call__(self, genes: np.ndarray) -> dict[str, np.ndarray]:
+        """Metrics (P, T) plus `fragile` (see `objectives.fragile`)."""
+        batch = self.encoding.batch(genes)
+        if self.engine == "fast":
+            out = evaluate_batch(self.config, self.encoding.transmissions, batch)
+        else:
+            p, t = batch.shape
+            out = metrics_arrays(self.run([[batch.setting(i, j) for j in range(t)]
+                                           for i in range(p)], "des"))
+        return {**out, "fragile": fragile(batch)}
+
+    def run(self, settings: list[list[NicSetting]], engine: str) -> list[list[Metrics]]:
+        """`Metrics` of rows of per-transmission settings: one engine run per host and
+        distinct host setting, spread with `map`."""
+        ids = [t.id for t in self.encoding.transmissions]
+        todo: dict[tuple[str, int, tuple[NicSetting, ...]], dict[str, NicSetting]] = {}
+        for row in settings:
+            for h, cols in enumerate(self.encoding.host_transmissions):
+                key = (engine, h, tuple(row[j] for j in cols))
+                if key not in self.cache and key not in todo:
+                    todo[key] = {ids[j]: row[j] for j in cols}
+        tasks = [(self.config, s, engine, self.seed, self.window) for s in todo.values()]
+        for key, result in zip(todo, self.map(simulate_task, tasks), strict=True):
+            self.cache[key] = result
+        out = []
+        for row in settings:
+            metrics: list[Metrics | None] = [None] * len(ids)
+            for h, cols in enumerate(self.encoding.host_transmissions):
+                key = (engine, h, tuple(row[j] for j in cols))
+                for j, m in zip(cols, self.cache[key], strict=True):
+                    metrics[j] = m
+            out.append([m for m in metrics if m is not None])
+        return out
