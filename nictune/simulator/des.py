@@ -117,6 +117,7 @@ class Core:
         self.lo_q: deque[tuple[Consumer, int]] = deque()  # (consumer, packet or -1 = next)
         self.lo_cur: Consumer | None = None
         self.lo_idx, self.lo_end = -1, INF
+        self.vectorised = vectorised
         self.solo = vectorised and len(self.cs) == 1
         self.batched = vectorised and all(c.mode in ("passive_wait", "watermark")
                                           for c in self.cs)
@@ -279,8 +280,8 @@ class Core:
                 k -= 1
             while c.tick(k) < x:
                 k += 1
-            if q == 0 and self.solo:
-                k += c.step * self._empty_ticks(c, k)
+            if q == 0 and self.vectorised and self._idle():
+                k += c.step * self._empty_ticks(c, k, self._quiet_until())
             self._schedule(c, c.tick(k))
             return
         first = c.AL[int(c.acc[c.n_taken])] if q else c.AL[c.nxt]
@@ -296,15 +297,28 @@ class Core:
             return
         self._schedule(c, wake)
 
-    def _empty_ticks(self, c: Consumer, k: int) -> int:
-        """Alone on its core, a passive consumer's ticks before the next arrival are empty
-        wake-ups: count and pay them at once instead of simulating each."""
+    def _idle(self) -> bool:
+        """No interrupt or packet work under way or waiting on this core."""
+        return (self.irq_cur is None and not self.irq_q and self.lo_cur is None
+                and not self.lo_q)
+
+    def _quiet_until(self) -> float:
+        """When anything may next happen on the core besides a sleeping consumer's ticks:
+        the next SimPy event or data-driven arrival."""
+        return min([self.H] + [self._next_driven(d) for d in self.driven])
+
+    def _empty_ticks(self, c: Consumer, k: int, until: float) -> int:
+        """A passive consumer's ticks before its next arrival are empty wake-ups. While
+        the core has nothing else to do until `until`, count and pay those that end by
+        then at once instead of simulating each; returns how many."""
         a = c.AL[c.nxt]
         span = c.step * c.T
-        m = max(0, math.ceil((a - c.Ti - c.tick(k)) / span))
-        while m > 0 and c.tick(k + (m - 1) * c.step) + c.Ti >= a:
+        m = max(0, math.ceil((min(a, until) - c.Ti - c.tick(k)) / span))
+        while m > 0 and (c.tick(k + (m - 1) * c.step) + c.Ti >= a
+                         or c.tick(k + (m - 1) * c.step) + c.Ti > until):
             m -= 1
-        while c.tick(k + m * c.step) + c.Ti < a:
+        while (c.tick(k + m * c.step) + c.Ti < a
+               and c.tick(k + m * c.step) + c.Ti <= until):
             m += 1
         c.interrupts += m
         c.empty += m

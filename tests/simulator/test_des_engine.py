@@ -304,3 +304,18 @@ def test_a_shared_core_serves_packet_work_round_robin():
     assert a.interrupts == b.interrupts == 100  # nothing arrives during the 2 drains
     # served one drain after the other, t1's packets would wait ~100 w longer on average
     assert abs(a.latency_mean_s - b.latency_mean_s) < 2 * w
+
+
+def test_empty_ticks_on_a_shared_core_are_counted_at_once_exactly():
+    """A fast timer on a quiet shared core: its runs of empty ticks are paid in bulk while
+    the core has nothing else to do; the result equals one SimPy event per tick."""
+    cfg = config(packets=3000, rate="20kpps", extra=1, per_byte="0.2371ns")
+    settings = {"t0": NicSetting("passive_wait", poll_interval=7.3e-6),
+                "t1": NicSetting("watermark", watermark=20, watermark_timeout=3.1e-4)}
+    a = [m.to_json() for m in des.simulate(cfg, settings)]
+    b = [m.to_json() for m in des.simulate(cfg, settings, vectorised=False)]
+    assert a[0]["empty_wakeups"] > 5 * a[0]["packets_delivered"]
+    for x, y in zip(a, b, strict=True):
+        for key, value in x.items():
+            assert value == (pytest.approx(y[key], rel=1e-9) if isinstance(value, float)
+                             else y[key]), key
