@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 
 import numpy as np
 import simpy
@@ -75,8 +75,6 @@ class Consumer:
             return 0
         k = bisect.bisect_right(self.AL, t, self.nxt)
         m = k - self.nxt
-        if m <= 0:
-            return 0
         room = max(0, self.R - self.ring())
         a = min(m, room)
         if a == 1:
@@ -124,7 +122,7 @@ class Core:
         self.driven = [c for c in self.cs if c.mode in ("active_wait", "busy_poll")]
 
     # ------------------------------------------------------------------ SimPy process
-    def run(self):  # -> Generator[simpy.Event, None, None]
+    def run(self) -> Generator[simpy.Event, None, None]:
         """The core's process: advance to the next SimPy event, yield to it, repeat."""
         if self.solo and self.cs[0].mode == "active_wait":
             _active_solo(self.cs[0])
