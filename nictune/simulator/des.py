@@ -44,9 +44,9 @@ MAX_CHUNK = 65536
 class Consumer:
     """One transmission's ring, consumer state and counters (window of `n` packets)."""
 
-    def __init__(self, t: Transmission, setting: NicSetting, arrivals: np.ndarray, w: float,
-                 irq: float, poll_check: float, backlog: int):
-        self.tid, self.setting, self.mode = t.id, setting, setting.mode
+    def __init__(self, setting: NicSetting, arrivals: np.ndarray, w: float, irq: float,
+                 poll_check: float, backlog: int):
+        self.setting, self.mode = setting, setting.mode
         self.A, self.n, self.w, self.Ti, self.Tc = arrivals, len(arrivals), w, irq, poll_check
         self.AL: list[float] = arrivals.tolist()  # for scalar look-ups, faster than NumPy's
         self.R, self.B = setting.ring_slots, backlog
@@ -488,19 +488,23 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
     transmissions = config.select(list(settings))
     index = {t.id: k for k, t in enumerate(config.transmissions)}
     memory = memory_factors(config, transmissions)
-    groups: dict[tuple[str, int], list[Consumer]] = {}
-    consumers: dict[str, Consumer] = {}
+    groups: dict[tuple[str, int], list[Transmission]] = {}
     for t in transmissions:
-        s, host, nic = settings[t.id], config.host_of(t), config.nic_of(t)
-        n = t.packets if exact else min(t.packets, window)
-        c = Consumer(t, s, arrival_times(t, nic, seed, index[t.id], n),
-                     work_per_packet(config, t, s.placement, memory[t.id]),
-                     host.costs.irq, host.costs.poll_check, host.backlog_slots)
-        consumers[t.id] = c
-        groups.setdefault((host.name, s.irq_core), []).append(c)
-    for group in groups.values():
-        run_core(group, vectorised)
-    return [_metrics(config, t, consumers[t.id]) for t in transmissions]
+        groups.setdefault((config.host_of(t).name, settings[t.id].irq_core), []).append(t)
+    results: dict[str, Metrics] = {}
+    for group in groups.values():  # one core at a time: only its arrays are in memory
+        consumers = []
+        for t in group:
+            s, host, nic = settings[t.id], config.host_of(t), config.nic_of(t)
+            n = t.packets if exact else min(t.packets, window)
+            consumers.append(Consumer(
+                s, arrival_times(t, nic, seed, index[t.id], n),
+                work_per_packet(config, t, s.placement, memory[t.id]),
+                host.costs.irq, host.costs.poll_check, host.backlog_slots))
+        run_core(consumers, vectorised)
+        results.update((t.id, _metrics(config, t, c)) for t, c in zip(group, consumers,
+                                                                       strict=True))
+    return [results[t.id] for t in transmissions]
 
 
 def _scaled_counts(parts: Sequence[int], total: int) -> list[int]:
