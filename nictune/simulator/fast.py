@@ -664,9 +664,11 @@ def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np
     res["stranded"] = np.zeros_like(r)
     # a consumer that never empties its ring is woken once (onoff: once per burst, plus
     # its timer ticks in the gaps)
-    res["interrupts"] = np.where(batched, np.where(cx.onoff, np.maximum(
+    # (a burst's backlog that outlasts the gap keeps it awake across bursts: once)
+    sleeps = cx.onoff & (q / np.maximum(r, _TINY) < cx.c("off"))
+    res["interrupts"] = np.where(batched, np.where(sleeps, np.maximum(
         res["interrupts"], bursts), 1.0), res["interrupts"])
-    res["empty"] = np.where(batched & ~cx.onoff, 0.0, res["empty"])
+    res["empty"] = np.where(batched & ~sleeps, 0.0, res["empty"])
 
 
 def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 0,
