@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,8 @@ from nictune.deploy.inventory import Inventory, InventoryError
 from nictune.deploy.probe import capture_profile_path
 from nictune.deploy.transport import Connection
 from nictune.errors import InputError, RunError
-from nictune.model import MODES, Costs, NicSetting, parse_config
+from nictune.model import MODES, Costs, NicSetting, load_config, parse_config
+from nictune.plan import Plan
 from nictune.simulator import simulate
 from nictune.validation import remote, traffic
 
@@ -81,23 +82,63 @@ def _point_config(costs: Costs, size: int, rate: float, packets: int, ring: int)
     }, source="<calibration point>")
 
 
+def realized(setting: NicSetting, ring: dict[str, Any]) -> NicSetting:
+    """The setting as the agent realized it (AF_PACKET rounds W to whole-page blocks)."""
+    per_block = ring.get("packets_per_block")
+    if setting.mode == "watermark" and per_block and ring.get("ring") == "tpacket_v3":
+        return replace(setting, watermark=min(per_block, setting.ring_slots // 2))
+    return setting
+
+
 def predict(costs: Costs, point: dict[str, Any], setting: NicSetting,
             engine: str = "des") -> dict[str, float]:
-    """The model's throughput and wake-ups for a measured point (at its achieved rate)."""
-    cfg = _point_config(costs, point["packet_size"], point["sender_rate_pps"],
-                        point["packets_sent"], setting.ring_slots)
-    m = simulate(cfg, {"p": setting}, engine=engine, exact=True)[0]
+    """The model's throughput, wake-ups and CPU for a measured run, at the rate the packets
+    really arrived (the sender's pace as seen on the wire) with the realized setting."""
+    rate = point.get("arrival_rate_pps") or point["sender_rate_pps"]
+    cfg = _point_config(costs, point["packet_size"], rate, point["packets_received"],
+                        setting.ring_slots)
+    m = simulate(cfg, {"p": realized(setting, point.get("ring") or {})}, engine=engine,
+                 exact=True)[0]
     return {"throughput_bps": m.throughput_bps, "wakeups": m.interrupts,
             "cpu_s": m.cpu_busy_s}
 
 
+def repredict(plan: Plan, result: dict[str, Any], engine: str = "des") -> dict[str, Any]:
+    """The model at each validation run's measured rate with its realized setting, using
+    the host's costs from the plan's config when it loads (else the default costs)."""
+    hosts: dict[str, Costs] = {}
+    source = "default costs"
+    try:
+        config = load_config(plan.config)
+        hosts = {name: h.costs for name, h in config.hosts.items()}
+        source = f"costs of {plan.config}"
+    except InputError:
+        pass
+    out: dict[str, Any] = {}
+    for tid in result["transmissions"]:
+        entry = plan.entry(tid)
+        costs = hosts.get(entry.host, Costs())
+        block: dict[str, Any] = {"engine": engine, "costs": source}
+        for arm in ("default", "optimized"):
+            setting = entry.setting if arm == "optimized" else entry.default_setting
+            preds = [predict(costs, {**r, "packet_size": r["raw"]["spec"]["packet_size"]},
+                             setting, engine)
+                     for r in result["runs"] if r["transmission"] == tid and r["arm"] == arm
+                     and r["packets_received"] > 1]
+            if preds:
+                block[arm] = {k: float(np.mean([p[k] for p in preds])) for k in preds[0]}
+        out[tid] = block
+    return out
+
+
 def fit(points: list[dict[str, Any]]) -> dict[str, Any]:
-    """NNLS fit of irq, per_packet, per_byte on the blocking-mode points."""
+    """NNLS fit of irq, per_packet, per_byte (+ a per-run constant: the agent's own start
+    and stop, not a model cost) on the blocking-mode points."""
     rows = [p for p in points if p["mode"] != "busy_poll" and p["packets_received"]]
-    if len(rows) < 3:
-        raise RunError(f"calibration needs >= 3 blocking-mode points, got {len(rows)}")
-    a = np.array([[p["wakeups"], p["packets_received"], p["bytes_received"]] for p in rows],
-                 dtype=float)
+    if len(rows) < 4:
+        raise RunError(f"calibration needs >= 4 blocking-mode points, got {len(rows)}")
+    a = np.array([[p["wakeups"], p["packets_received"], p["bytes_received"], 1.0]
+                  for p in rows], dtype=float)
     b = np.array([p["cpu_s"] for p in rows], dtype=float)
     scale = np.where(a.max(axis=0) > 0, a.max(axis=0), 1.0)
     x, _ = nnls(a / scale, b)
@@ -107,16 +148,18 @@ def fit(points: list[dict[str, Any]]) -> dict[str, Any]:
     ss_res = float(((pred - b) ** 2).sum())
     ss_tot = float(((b - b.mean()) ** 2).sum())
     return {"irq": float(coef[0]), "per_packet": float(coef[1]), "per_byte": float(coef[2]),
-            "points": len(rows), "cpu_mean_rel_error": float(np.nanmean(rel)),
+            "per_run_s": float(coef[3]), "points": len(rows),
+            "cpu_mean_rel_error": float(np.nanmean(rel)),
             "r2": 1 - ss_res / ss_tot if ss_tot > 0 else float("nan")}
 
 
 def _errors(points: list[dict[str, Any]], key: str) -> dict[str, float | None]:
     """Mean absolute relative error of the predictions in `key` per metric."""
     out: dict[str, float | None] = {}
-    for metric in ("throughput_bps", "wakeups"):
+    for metric in ("throughput_bps", "wakeups", "cpu_s"):
         errs = [abs(p[key][metric] - p[metric]) / p[metric] for p in points
-                if p.get(metric) and p.get(key)]
+                if p.get(metric) and p.get(key) and (metric != "cpu_s" or
+                                                     p["mode"] != "busy_poll")]
         out[metric] = float(np.mean(errs)) if errs else None
     return out
 
@@ -223,5 +266,7 @@ def summary(result: dict[str, Any]) -> str:
              f" throughput {_pct(result['error_before']['throughput_bps'])} -> "
              f"{_pct(result['error_after']['throughput_bps'])}, wake-ups "
              f"{_pct(result['error_before']['wakeups'])} -> "
-             f"{_pct(result['error_after']['wakeups'])} (default costs -> fitted)"]
+             f"{_pct(result['error_after']['wakeups'])}, CPU "
+             f"{_pct(result['error_before']['cpu_s'])} -> {_pct(result['error_after']['cpu_s'])}"
+             " (default costs -> fitted)"]
     return "\n".join(lines)

@@ -79,14 +79,14 @@ def _progress(message: str) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from nictune.validation import report, runner
+    from nictune.validation import calibrate, report, runner
 
     plan = load_plan(args.plan)
     inventory = load_inventory(args.inventory)
     opts = runner.Options(transmissions=args.transmissions, repeats=args.repeats,
                           scale=args.scale, duration=args.duration, max_rate=args.max_rate)
     result = runner.validate(plan, inventory, args.sender, opts, progress=_progress)
-    doc = report.build(result, plan)
+    doc = report.build(result, plan, calibrate.repredict(plan, result))
     paths = report.write(doc, Path(args.out))
     if args.json:
         print(json.dumps({"report": str(paths["json"]), "wall_s": doc["wall_s"],

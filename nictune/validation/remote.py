@@ -108,11 +108,14 @@ def derive(raw: dict[str, Any]) -> dict[str, Any]:
     """The run's metrics: throughputs (receive span and the seed paper's), loss, limits."""
     a, s, c = raw["agent"], raw["sender"], raw["counters"]
     received, sent = a["packets"], s["transmitted"]
-    span = None
+    span = arrival_rate = None
     if a["packets"] > 1 and a["first_arrival"] is not None:
+        if a["last_arrival"] > a["first_arrival"]:
+            arrival_rate = (a["packets"] - 1) / (a["last_arrival"] - a["first_arrival"])
         end = max(a["last_delivery"] or 0.0, a["last_arrival"] or 0.0)
         span = end - a["first_arrival"]
-    loss = 1 - received / sent if sent else 0.0
+    # hping3 may miss counting the packet it was sending when SIGINT stopped a flood
+    loss = max(0.0, 1 - received / sent) if sent else 0.0
     drops = a["ring_drops"] + (c["rx_drop"] or 0) + (c["nic_drops"] or 0)
     target = raw["spec"]["target_rate_pps"]
     limited = []
@@ -129,10 +132,11 @@ def derive(raw: dict[str, Any]) -> dict[str, Any]:
         None,
         "sender_rate_pps": s["rate_pps"], "target_rate_pps": target,
         "receive_rate_pps": received / span if span else None,
+        "arrival_rate_pps": arrival_rate,
         "wakeups": a["wakeups"], "empty_wakeups": a["empty_wakeups"],
         "nic_interrupts": c["nic_interrupts"], "net_rx_softirqs": c["net_rx_softirqs"],
         "cpu_s": a["cpu_s"], "context_switches": a["context_switches"],
         "ring_drops": a["ring_drops"], "drops": drops, "stranded": a["stranded"],
         "limited_by": limited or ["offered rate"],
-        "backend": a["backend"], "notes": a["notes"],
+        "backend": a["backend"], "ring": a["ring"], "notes": a["notes"],
     }

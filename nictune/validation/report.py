@@ -196,10 +196,16 @@ def _findings(report: dict[str, Any]) -> list[str]:
             lines.append(f"  - agent: {n}")
         rp = t.get("repredicted")
         if rp:
-            lines.append(f"  - model at the measured rate ({rp['engine']}): "
-                         + "; ".join(f"{arm} {_fmt(rp[arm]['throughput_bps'], 1e6, 3)} Mbit/s, "
-                                     f"{_fmt(rp[arm]['interrupts'], 1, 0)} wake-ups"
-                                     for arm in ARMS if rp.get(arm)))
+            parts = []
+            for arm in ARMS:
+                if rp.get(arm):
+                    m = t["summary"][arm]
+                    parts.append(f"{arm} {_fmt(rp[arm]['throughput_bps'], 1e6, 3)} Mbit/s "
+                                 f"(measured {_fmt(m['throughput_bps']['mean'], 1e6, 3)}), "
+                                 f"{_fmt(rp[arm]['wakeups'], 1, 0)} wake-ups (measured "
+                                 f"{_fmt(m['wakeups']['mean'], 1, 0)})")
+            lines.append(f"  - model at the measured arrival rate ({rp['engine']}, "
+                         f"{rp['costs']}): " + "; ".join(parts))
     return lines
 
 

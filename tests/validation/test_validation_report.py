@@ -11,7 +11,7 @@ import pytest
 
 from nictune.cli import main
 from nictune.plan import load_plan
-from nictune.validation import report
+from nictune.validation import calibrate, report
 
 DATA = Path(__file__).with_name("data")
 
@@ -26,7 +26,10 @@ def result() -> dict:
 
 def test_report_files_tables_and_verdicts(result: dict, tmp_path: Path) -> None:
     plan = load_plan(DATA / "validate-plan.yaml")
-    doc = report.build(result, plan)
+    again = calibrate.repredict(plan, result, engine="fast")  # no config here: default costs
+    assert again["t-rx2"]["costs"] == "default costs"
+    assert again["t-rx2"]["optimized"]["wakeups"] > 10 * again["t-rx2"]["default"]["wakeups"]
+    doc = report.build(result, plan, again)
     paths = report.write(doc, tmp_path / "out")
     assert json.loads(paths["json"].read_text())["nictune_validation"] == 1
     rows = report.table1(doc)
@@ -42,6 +45,7 @@ def test_report_files_tables_and_verdicts(result: dict, tmp_path: Path) -> None:
     md = paths["md"].read_text()
     assert "not significant" in md and "limited by sender" in md
     assert "coalesce unsupported" in md  # knobs the veth could not take are listed
+    assert "model at the measured arrival rate" in md
     assert t2["predicted"]["optimized"]["throughput_bps"] > 0
     assert t2["predicted"]["optimized"]["wakeups_per_packet"] == pytest.approx(1.0, rel=0.05)
     page = paths["html"].read_text()

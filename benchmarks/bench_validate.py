@@ -1,0 +1,140 @@
+"""Validation on the local lab: the optimizer's plan measured A/B, calibration, flood loss.
+
+1. `nictune lab up` (sender, rx1, rx2), `nictune optimize lab/config.yaml`, then
+   `nictune validate` with 5 interleaved repeats per arm at full transmission size:
+   measured throughput change with its 95 % CI, wake-up reduction, and the error of the
+   plan's predictions against the measurements.
+2. `nictune calibrate` on rx1 (4 modes × 3 rates × 2 sizes): fitted costs and the model's
+   error against the measurements with the default costs and with the fitted ones.
+3. The agent in busy_poll against hping3 --flood for a few seconds: loss must be < 0.1 %.
+
+Needs root, ip netns, sshd and hping3 (else it says so and exits 0). `--json` prints the
+figures. Writes nothing in the repository; copy the printed table into
+benchmarks/results/validate.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from nictune.cli import main as nictune
+from nictune.deploy.inventory import load_inventory
+from nictune.deploy.lab import LabUnavailable, check_lab_possible, lab_hosts
+from nictune.deploy.transport import Connection
+from nictune.validation import calibrate, remote, traffic
+
+FLOOD_S = 3.0
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:+.1f} %"
+
+
+def validate_lab(lab: Any, work: Path, repeats: int, scale: float) -> dict[str, Any]:
+    plan = work / "opt" / "plan.yaml"
+    subprocess.run([sys.executable, "-m", "nictune", "optimize", str(lab.config), "--out",
+                    str(work / "opt")], check=True, capture_output=True)
+    out = work / "report"
+    started = time.perf_counter()
+    code = nictune(["validate", str(plan), "--inventory", str(lab.inventory), "--sender",
+                    "sender", "--repeats", str(repeats), "--scale", str(scale), "--out",
+                    str(out), "--json"])
+    if code:
+        raise SystemExit(f"validate failed with exit code {code}")
+    doc = json.loads((out / "report.json").read_text())
+    doc["bench_wall_s"] = time.perf_counter() - started
+    return doc
+
+
+def flood_loss(lab: Any, seconds: float) -> dict[str, Any]:
+    inv = load_inventory(lab.inventory)
+    with Connection(inv.hosts["sender"]).connect() as tx_conn, \
+            Connection(inv.hosts["rx1"]).connect() as rx_conn:
+        rx = remote.Receiver.prepare(rx_conn, inv.hosts["rx1"], "veth0")
+        spec = traffic.flood_spec("flood", rx.address, 19998, 64, seconds)
+        raw = remote.measure(rx, tx_conn, spec, ["--mode", "busy_poll", "--ring-slots",
+                                                 "32768", "--idle-timeout", "2"], "flood")
+    d = remote.derive(raw)
+    return {"sent": d["packets_sent"], "received": d["packets_received"], "loss": d["loss"],
+            "ring_drops": d["ring_drops"], "rate_pps": d["sender_rate_pps"],
+            "cpu_s": d["cpu_s"]}
+
+
+def calibrate_lab(lab: Any) -> dict[str, Any]:
+    inv = load_inventory(lab.inventory)
+    started = time.perf_counter()
+    result = calibrate.calibrate(inv, "sender", "rx1", calibrate.Options())
+    result["wall_s"] = time.perf_counter() - started
+    return result
+
+
+def table(val: dict[str, Any], cal: dict[str, Any], flood: dict[str, Any]) -> str:
+    lines = ["| transmission | default → optimized setting | throughput change (95 % CI) | "
+             "verdict | wake-ups default → optimized | plan-predicted vs measured "
+             "throughput (d / o) | limited by |", "|---|---|---|---|---|---|---|"]
+    for t in val["transmissions"]:
+        c = t["comparisons"]["throughput_bps"]
+        w = {arm: t["summary"][arm]["wakeups"]["mean"] for arm in ("default", "optimized")}
+        pe = [t["predicted"][arm] and t["predicted"][arm]["throughput_error"]
+              for arm in ("default", "optimized")]
+        s = t["settings"]
+        lines.append(
+            f"| {t['transmission']} | {s['default']['mode']} → {s['optimized']['mode']} "
+            f"(W={s['optimized']['watermark']}, T={s['optimized']['poll_interval_s']}) | "
+            f"{_pct(c['change'])} [{_pct(c['change_ci'][0])}, {_pct(c['change_ci'][1])}] | "
+            f"{c['verdict']} (p={c['p_value']:.3g}) | {w['default']:.0f} → "
+            f"{w['optimized']:.0f} | {_pct(pe[0])} / {_pct(pe[1])} | "
+            f"{', '.join(sorted({k for a in t['limited_by'].values() for k in a}))} |")
+    f, b, a = cal["fit"], cal["error_before"], cal["error_after"]
+    lines += ["", f"Calibration of rx1 ({len(cal['points'])} runs, {cal['wall_s']:.0f} s): "
+              f"irq {f['irq'] * 1e6:.2f} µs, per_packet {f['per_packet'] * 1e6:.2f} µs, "
+              f"per_byte {f['per_byte'] * 1e9:.3f} ns, per-run {f['per_run_s'] * 1e3:.1f} ms, "
+              f"R² {f['r2']:.3f}.", "",
+              "| model vs measured, mean abs. error | default costs | fitted costs |",
+              "|---|---|---|"]
+    for key, label in (("throughput_bps", "throughput"), ("wakeups", "wake-ups"),
+                       ("cpu_s", "consumer CPU")):
+        lines.append(f"| {label} | {_pct(b[key])} | {_pct(a[key])} |")
+    lines += ["", f"busy_poll agent vs hping3 --flood for {FLOOD_S:g} s: {flood['sent']} sent "
+              f"({flood['rate_pps']:.0f} pps), {flood['received']} received, loss "
+              f"{100 * flood['loss']:.4f} % (ring drops {flood['ring_drops']})."]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    try:
+        check_lab_possible()
+    except LabUnavailable as exc:
+        print(f"skipped: {exc}")
+        return 0
+    if shutil.which("hping3") is None:
+        print("skipped: hping3 is not installed")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="bench-validate-") as tmp:
+        work = Path(tmp)
+        with lab_hosts(work / "lab", hosts=3) as lab:
+            val = validate_lab(lab, work, args.repeats, args.scale)
+            cal = calibrate_lab(lab)
+            flood = flood_loss(lab, FLOOD_S)
+    print(table(val, cal, flood))
+    if args.json:
+        print(json.dumps({"validate": val["transmissions"], "calibrate": {
+            k: v for k, v in cal.items() if k != "points"}, "flood": flood}, default=float))
+    return 0 if flood["loss"] < 0.001 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
