@@ -86,11 +86,6 @@ class Inventory:
     hosts: dict[str, HostInventory]
     path: Path
 
-    @property
-    def state_dir(self) -> Path:
-        """Local state next to the inventory: snapshots, audit log."""
-        return self.path.parent / ".nictune"
-
     def select(self, names: Iterable[str] | None) -> list[HostInventory]:
         """The named hosts in the order given (all hosts when `names` is empty)."""
         names = list(names or [])

@@ -267,6 +267,9 @@ MaxStartups 200
 MaxSessions 100
 LogLevel ERROR
 Subsystem sftp internal-sftp
+# bash sources ~/.bashrc for ssh commands only at SHLVL < 2: keep a lab host's commands
+# as lean as a minimal server's (this machine's root .bashrc runs pyenv init, 0.3 s)
+SetEnv SHLVL=1
 """
 
 

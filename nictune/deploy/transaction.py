@@ -35,7 +35,7 @@ from typing import Any
 from nictune.deploy.backends import HostContext, Note, backends, split_key
 from nictune.deploy.inventory import HostInventory
 from nictune.deploy.probe import STATE_DIR, HostProbe, probe_host
-from nictune.deploy.transport import Connection, HostError
+from nictune.deploy.transport import CommandResult, Connection, HostError
 from nictune.model import NicSetting
 
 SNAPSHOT_FORMAT = 1
@@ -44,6 +44,10 @@ GUARD_TIMEOUT = 60.0  # s the on-host timer waits before restoring an unfinished
 
 class ApplyFailed(Exception):
     """A knob could not be set or did not read back as planned."""
+
+
+class ArmFailed(HostError):
+    """The restore timer could not be armed (so nothing was applied)."""
 
 
 @dataclass(frozen=True)
@@ -175,8 +179,9 @@ class Watchdog:
                             "\"$d/seen\"; cat \"$d/restore.rc\" 2>/dev/null; fi")
         return res.stdout.strip()
 
-    def arm(self, restore: list[str], seconds: float) -> None:
-        """Upload the restore script and start the timer (one round trip)."""
+    def arm(self, restore: list[str], seconds: float, then: str = "") -> CommandResult:
+        """Upload the restore script and start the timer, then run `then` (the apply
+        steps) — all in one round trip; `then` never runs unless the timer is armed."""
         script = "#!/bin/sh\n# nictune: restore the pre-deploy values\nrc=0\n" + "".join(
             f"{cmd} || rc=1\n" for cmd in restore) + "exit $rc\n"
         d = shlex.quote(self.dir)
@@ -188,11 +193,12 @@ class Watchdog:
             "rm -f \"$d/fired\" \"$d/disarmed\" \"$d/restore.rc\"; "
             "date +%s > \"$d/armed\" || exit 1; "
             f"setsid sh -c {shlex.quote(timer)} \"$d\" {max(1, round(seconds))} "
-            "</dev/null >/dev/null 2>&1 & echo $! > \"$d/watchdog.pid\"; echo armed",
-            stdin=script.encode())
-        if "armed" not in res.stdout:
-            raise HostError(self.conn.host.name, f"cannot arm the restore timer: "
-                                                 f"{res.error_line()}")
+            "</dev/null >/dev/null 2>&1 & echo $! > \"$d/watchdog.pid\"; echo '@@armed'\n"
+            + then, stdin=script.encode())
+        if "@@armed" not in res.stdout.splitlines():
+            raise ArmFailed(self.conn.host.name, f"cannot arm the restore timer, nothing was "
+                                                 f"changed: {res.error_line()}")
+        return res
 
     def disarm(self) -> str:
         """`disarmed` (we won), `fired` (the timer restored first) or `none`."""
@@ -285,13 +291,20 @@ def _audit(host: HostInventory) -> AuditLog:
     return AuditLog(host.state_dir / "audit.jsonl")
 
 
-def _verify(conn: Connection, changes: list[Change], field_: str) -> list[str]:
+def _verify(conn: Connection, changes: list[Change], field_: str,
+            notes: list[Note] | None = None) -> list[str]:
+    """Mismatches between the host's knobs and each change's `field_` value; values the
+    kernel rounded (accepted by the backend's `matches`) are added to `notes`."""
     got = read_knobs(probe_host(conn))
     bad = []
     for c in changes:
-        want = getattr(c, field_)
-        if not _backend(c.backend).matches(c.knob, want, got.get(c.knob)):
-            bad.append(f"{c.knob}: wanted {want!r}, reads {got.get(c.knob)!r}")
+        want, have = getattr(c, field_), got.get(c.knob)
+        if not _backend(c.backend).matches(c.knob, want, have):
+            bad.append(f"{c.knob}: wanted {want!r}, reads {have!r}")
+        elif notes is not None and want != have and c.backend == "ring":
+            nic = split_key(c.knob)[0]
+            notes.append(Note(conn.host.name, nic, c.backend, "rounded",
+                              f"the driver set {have} for {want}"))
     return bad
 
 
@@ -322,10 +335,10 @@ def _run_changes(conn: Connection, ctx: HostContext, changes: list[Change], opts
 
     restore = [cmd for b in reversed(order) for cmd in b.commands(ctx, values(b, "before"))]
     seconds = opts.confirm_timeout or opts.guard_timeout
-    wd.arm(restore, seconds)
     steps = [(b, cmd) for b in order for cmd in b.commands(ctx, values(b, "after"))]
     try:
-        done, error = _run_steps(conn, [cmd for _, cmd in steps])
+        res = wd.arm(restore, seconds, then=_steps_script([cmd for _, cmd in steps]))
+        done, error = _steps_outcome(res, len(steps))
         finished = {b.NAME for b in order} - {b.NAME for b, _ in steps[done:]}
         for c in changes:
             if _backend(c.backend).NAME in finished:
@@ -333,11 +346,14 @@ def _run_changes(conn: Connection, ctx: HostContext, changes: list[Change], opts
         if error:
             b, cmd = steps[done]
             raise ApplyFailed(f"{b.NAME}: {cmd[:160]!r} failed: {error}")
-        bad = _verify(conn, changes, "after")
+        bad = _verify(conn, changes, "after", result.notes)
         if bad:
             raise ApplyFailed("read-back differs: " + "; ".join(bad[:3]))
     except ApplyFailed as exc:
         _restore_after_failure(conn, wd, changes, result, str(exc), audit)
+        return
+    except ArmFailed as exc:
+        result.status, result.ok, result.error = "failed", False, str(exc)
         return
     except HostError as exc:
         _recover_lost_session(conn, ctx, changes, result, str(exc), seconds, opts)
@@ -354,16 +370,16 @@ def _run_changes(conn: Connection, ctx: HostContext, changes: list[Change], opts
                                audit)
 
 
-def _run_steps(conn: Connection, commands: list[str]) -> tuple[int, str]:
-    """Run commands in order in one round trip, stopping at the first failure.
+def _steps_script(commands: list[str]) -> str:
+    """Commands run in order, stopping at the first failure, with progress markers."""
+    return "".join(f"{{ {cmd} ; }} 2>&1 || {{ echo '@@failed {i}'; exit 1; }}\n"
+                   f"echo '@@done {i}'\n" for i, cmd in enumerate(commands))
 
-    Returns (number of commands that succeeded, error text of the failed one or "").
-    """
-    script = "".join(f"{{ {cmd} ; }} 2>&1 || {{ echo '@@failed {i}'; exit 1; }}\n"
-                     f"echo '@@done {i}'\n" for i, cmd in enumerate(commands))
-    res = conn.run(script)
+
+def _steps_outcome(res: CommandResult, count: int) -> tuple[int, str]:
+    """(number of commands that succeeded, error text of the failed one or "")."""
     done = sum(1 for line in res.stdout.splitlines() if line.startswith("@@done "))
-    if res.ok and done == len(commands):
+    if res.ok and done == count:
         return done, ""
     tail = [x for x in res.stdout.splitlines() if x.strip() and not x.startswith("@@")]
     return done, " ".join(tail[-2:]) or res.error_line()
