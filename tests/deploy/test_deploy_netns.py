@@ -21,7 +21,7 @@ from nictune.cli import main
 from nictune.deploy.inventory import load_inventory
 from nictune.deploy.lab import Lab, lab_hosts, process_alive
 from nictune.deploy.transaction import Options, apply_host, snapshot_path
-from nictune.deploy.transport import Connection
+from nictune.deploy.transport import CommandTimeout, Connection
 from nictune.model import NicSetting, load_config
 
 pytestmark = pytest.mark.netns
@@ -325,3 +325,20 @@ def test_second_lab_and_teardown(lab: Lab, tmp_path: Path) -> None:
     assert not any(process_alive(p) for p in pids)
     assert not (tmp_path / "other" / "inventory.yaml").exists()
     assert all(Path(f"/proc/{h.sshd_pid}").exists() for h in lab.hosts)  # ours untouched
+
+
+def test_transport_output_timeout_and_sudo(lab: Lab) -> None:
+    host = load_inventory(lab.inventory).hosts["rx1"]
+    with Connection(host) as conn:
+        # 2 MB on each stream: both are drained together, nothing blocks or is lost
+        res = conn.run("head -c 2000000 /dev/zero | tr '\\0' a; "
+                       "head -c 2000000 /dev/zero | tr '\\0' b >&2; exit 7")
+        assert (res.rc, len(res.stdout), len(res.stderr)) == (7, 2000000, 2000000)
+        assert conn.run(["printf", "%s", "eth0; reboot"]).stdout == "eth0; reboot"  # quoted
+        started = time.monotonic()
+        with pytest.raises(CommandTimeout):
+            conn.run("sleep 20", timeout=1)
+        assert time.monotonic() - started < 5
+        if shutil.which("sudo"):
+            res = conn.run("id -u; echo $NICTUNE_SSH", sudo=True)
+            assert res.stdout.split()[0] == "0" and lab.host("rx1").address in res.stdout
