@@ -102,25 +102,24 @@ def run(args: argparse.Namespace) -> int:
     if args.dask and args.workers > 1:
         raise InputError("--workers and --dask exclude each other; pick one")
     out = Path(args.out or args.resume or Path("runs") / Path(args.config).stem)
-    with mapper(args.workers, args.dask) as map_fn:
-        evaluator = Evaluator(config, Encoding(config), options.engine, options.seed,
-                              options.window, map_fn)
-        search = Search(config, options, evaluator, out, _progress)
-        if args.resume:
-            search.resume(load_checkpoint(args.resume))
-        try:
+    search: Search | None = None
+    try:
+        with mapper(args.workers, args.dask) as map_fn:
+            evaluator = Evaluator(config, Encoding(config), options.engine, options.seed,
+                                  options.window, map_fn)
+            search = Search(config, options, evaluator, out, _progress)
+            if args.resume:
+                search.resume(load_checkpoint(args.resume))
             search.run()
-        except KeyboardInterrupt:
-            state = search.state
-            where = (f"the last checkpoint (generation {_saved_generation(out)}) is in {out}; "
-                     f"continue with --resume {out}") if (out / "checkpoint.json").exists() \
-                else "no checkpoint was written yet"
-            gen = state.generation if state else 0
-            print(f"\nnictune optimize: interrupted at generation {gen}; {where}",
-                  file=sys.stderr)
-            return 130
-        plan_path, outcome, meta, summary = write_all(search, args.prefer, args.verify,
-                                                      started, out)
+            plan_path, outcome, meta, summary = write_all(search, args.prefer, args.verify,
+                                                          started, out)
+    except KeyboardInterrupt:  # outside the map, so its workers stop at once
+        gen = search.state.generation if search and search.state else 0
+        where = (f"the last checkpoint (generation {_saved_generation(out)}) is in {out}; "
+                 f"continue with --resume {out}") if (out / "checkpoint.json").exists() \
+            else "no checkpoint was written yet"
+        print(f"\nnictune optimize: interrupted at generation {gen}; {where}", file=sys.stderr)
+        return 130
     if args.json:
         print(json.dumps(json_document(plan_path, outcome, config, meta), indent=1))
     else:

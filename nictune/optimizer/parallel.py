@@ -6,14 +6,16 @@ deterministic, so the result never depends on where they ran.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
+import signal
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from nictune.errors import InputError, RunError
 from nictune.model import Config, NicSetting
 from nictune.simulator.metrics import Metrics
 
+_FOREVER = 365 * 86400.0
 Map = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
 
 
@@ -28,11 +30,34 @@ def mapper(workers: int = 1, dask: str | None = None) -> Iterator[Map]:
         with _dask_map(dask) as fn:
             yield fn
     elif workers > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            yield lambda fn, items: list(pool.map(fn, items, chunksize=max(
-                1, len(items) // (4 * workers))))
+        with _pool_map(workers) as fn:
+            yield fn
     else:
         yield serial_map
+
+
+@contextlib.contextmanager
+def _pool_map(workers: int) -> Iterator[Map]:
+    """A process pool's ordered map; an interrupt or error terminates the workers at once
+    (a finished run lets them exit normally)."""
+    pool = multiprocessing.Pool(workers, initializer=_ignore_sigint)
+    try:
+        # map_async().get(timeout) rather than map(): a wait without timeout cannot be
+        # interrupted by Ctrl-C.
+        yield lambda fn, items: pool.map_async(fn, items, chunksize=max(
+            1, len(items) // (4 * workers))).get(timeout=_FOREVER)
+    except BaseException:
+        pool.terminate()
+        raise
+    else:
+        pool.close()
+    finally:
+        pool.join()
+
+
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the parent, which stops the run and reports it once."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @contextlib.contextmanager
