@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 
 import numpy as np
 import simpy
@@ -63,6 +63,7 @@ class Consumer:
         self.in_backlog = 0  # active_wait: packets in the backlog
         self.requested = False  # busy_poll: a request is queued or in service
         self.step = max(1, math.ceil(self.Ti / self.T - 1e-9)) if self.T else 1
+        self.on_wake: Callable[[simpy.Event], None] | None = None  # set by its Core
 
     def ring(self) -> int:
         return self.n_acc - self.n_taken
@@ -120,6 +121,8 @@ class Core:
         self.batched = vectorised and all(c.mode in ("passive_wait", "watermark")
                                           for c in self.cs)
         self.driven = [c for c in self.cs if c.mode in ("active_wait", "busy_poll")]
+        for c in self.cs:
+            c.on_wake = lambda _ev, c=c: self._woken(c)
 
     # ------------------------------------------------------------------ SimPy process
     def run(self) -> Generator[simpy.Event, None, None]:
@@ -146,7 +149,7 @@ class Core:
     def _schedule(self, c: Consumer, at: float) -> None:
         delay = max(0.0, at - self.env.now)
         ev = self.env.timeout(delay)
-        ev.callbacks.append(lambda _ev, c=c: self._woken(c))
+        ev.callbacks.append(c.on_wake)
         when = self.env.now + delay  # what SimPy computes
         if when < self.H:
             self.H, self.soonest = when, (when, ev)
@@ -303,7 +306,9 @@ class Core:
     def _quiet_until(self) -> float:
         """When anything may next happen on the core besides a sleeping consumer's ticks:
         the next SimPy event or data-driven arrival."""
-        return min([self.H] + [self._next_driven(d) for d in self.driven])
+        if not self.driven:
+            return self.H
+        return min(self.H, *(self._next_driven(d) for d in self.driven))
 
     def _empty_ticks(self, c: Consumer, k: int, until: float) -> int:
         """A passive consumer's ticks before its next arrival are empty wake-ups. While
