@@ -529,7 +529,7 @@ def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
     free = np.clip(1.0 - lam * ws, 1e-6, None)
     q = np.minimum(ring, 1.0 + lam * (period + ti))  # the first tick
     stats = np.zeros((4, lam.size))
-    steps, keep = 16, 8
+    steps, keep = 24, 12
     a = ws / free / period  # periods of drain per packet in the ring
     k_idle = np.maximum(1.0, np.ceil(ti / period - 1e-9))
     noisy = np.flatnonzero(poisson)
