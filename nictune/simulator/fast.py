@@ -364,6 +364,9 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         soft = _wake_load(lam, ws, ti, period, n_wake, pas, wat)
         share = _core_share(wl, b, w, hard, soft, cap_q, sleeps)
         ws = w / np.clip(1.0 - share.rho_o, 0.02, None)
+        # active_wait's backlog out-queues the others' single requests: only their
+        # interrupts slow it down
+        ws = np.where(act, w / np.clip(1.0 - (share.high - hard), 0.02, None), ws)
 
     col = np.broadcast_to(np.arange(shape[1]), shape).ravel()
     flat = {"ws": ws.ravel(), "ring": b.ring_slots.ravel(), "w": w.ravel(),
