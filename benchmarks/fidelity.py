@@ -1,10 +1,11 @@
 """Fast vs DES on random cases: relative errors of throughput, interrupts, CPU and drops.
 
 Run: `python benchmarks/fidelity.py [--cases 500] [--packets 30000] [--seed 0] [--workers 2]
-[--json PATH] [--strict]`. Cases come from `nictune.simulator.fidelity.random_cases` (modes, parameters,
-packet sizes, loads up to overload and livelock, ~20 % shared hosts); every DES run is exact
-(no window). Prints the error table (all, single host, shared host, per mode) and the worst
-rows. Goal (issue 3): median ≤ 2 % and 95th percentile ≤ 5 % for throughput and interrupts.
+[--json PATH] [--strict]`. Cases come from `nictune.simulator.fidelity.random_cases`
+(modes, parameters, packet sizes, loads up to overload and livelock, ~20 % shared hosts);
+every DES run is exact (no window). Prints the error table (all, single host, shared host,
+per mode, per arrival process) and the worst rows. Goal (issue 3): median ≤ 2 % and 95th
+percentile ≤ 5 % for throughput and interrupts.
 """
 
 from __future__ import annotations
