@@ -29,6 +29,8 @@ from nictune.cli import main as nictune
 from nictune.deploy.inventory import load_inventory
 from nictune.deploy.lab import LabUnavailable, check_lab_possible, lab_hosts
 from nictune.deploy.transport import Connection
+from nictune.model import Costs
+from nictune.plan import load_plan
 from nictune.validation import calibrate, remote, traffic
 
 FLOOD_S = 3.0
@@ -46,12 +48,31 @@ def validate_lab(lab: Any, work: Path, repeats: int, scale: float) -> dict[str, 
     started = time.perf_counter()
     code = nictune(["validate", str(plan), "--inventory", str(lab.inventory), "--sender",
                     "sender", "--repeats", str(repeats), "--scale", str(scale), "--out",
-                    str(out), "--json"])
+                    str(out)])
     if code:
         raise SystemExit(f"validate failed with exit code {code}")
     doc = json.loads((out / "report.json").read_text())
     doc["bench_wall_s"] = time.perf_counter() - started
+    doc["plan_path"] = str(plan)
     return doc
+
+
+def model_errors(val: dict[str, Any], costs: Costs) -> dict[str, float]:
+    """Mean |predicted - measured| / measured over transmissions × arms of the validation,
+    the model run at each run's measured arrival rate with the realized setting."""
+    result = {**val, "transmissions": [t["transmission"] for t in val["transmissions"]],
+              "runs": [{**r, "raw": raw} for r, raw in zip(val["runs"], val["raw_runs"],
+                                                             strict=True)]}
+    again = calibrate.repredict(load_plan(val["plan_path"]), result, costs=costs)
+    errs: dict[str, list[float]] = {"throughput_bps": [], "wakeups": [], "cpu_s": []}
+    for t in val["transmissions"]:
+        for arm in ("default", "optimized"):
+            pred = again[t["transmission"]].get(arm)
+            for key, values in errs.items():
+                measured = t["summary"][arm][key]["mean"]
+                if pred and measured:
+                    values.append(abs(pred[key] - measured) / measured)
+    return {k: sum(v) / len(v) for k, v in errs.items() if v}
 
 
 def flood_loss(lab: Any, seconds: float) -> dict[str, Any]:
@@ -76,7 +97,8 @@ def calibrate_lab(lab: Any) -> dict[str, Any]:
     return result
 
 
-def table(val: dict[str, Any], cal: dict[str, Any], flood: dict[str, Any]) -> str:
+def table(val: dict[str, Any], cal: dict[str, Any], flood: dict[str, Any],
+          errors: dict[str, dict[str, float]]) -> str:
     lines = ["| transmission | default → optimized setting | throughput change (95 % CI) | "
              "verdict | wake-ups default → optimized | plan-predicted vs measured "
              "throughput (d / o) | limited by |", "|---|---|---|---|---|---|---|"]
@@ -103,6 +125,12 @@ def table(val: dict[str, Any], cal: dict[str, Any], flood: dict[str, Any]) -> st
     for key, label in (("throughput_bps", "throughput"), ("wakeups", "wake-ups"),
                        ("cpu_s", "consumer CPU")):
         lines.append(f"| {label} | {_pct(b[key])} | {_pct(a[key])} |")
+    lines += ["", "| validation runs: model at the measured rate vs measured, mean abs. error "
+              "| default costs | rx1's fitted costs |", "|---|---|---|"]
+    for key, label in (("throughput_bps", "throughput"), ("wakeups", "wake-ups"),
+                       ("cpu_s", "consumer CPU")):
+        lines.append(f"| {label} | {_pct(errors['before'].get(key))} | "
+                     f"{_pct(errors['after'].get(key))} |")
     lines += ["", f"busy_poll agent vs hping3 --flood for {FLOOD_S:g} s: {flood['sent']} sent "
               f"({flood['rate_pps']:.0f} pps), {flood['received']} received, loss "
               f"{100 * flood['loss']:.4f} % (ring drops {flood['ring_drops']})."]
@@ -129,10 +157,13 @@ def main() -> int:
             val = validate_lab(lab, work, args.repeats, args.scale)
             cal = calibrate_lab(lab)
             flood = flood_loss(lab, FLOOD_S)
-    print(table(val, cal, flood))
+        errors = {"before": model_errors(val, Costs()),
+                  "after": model_errors(val, Costs(**cal["costs"]))}
+    print(table(val, cal, flood, errors))
     if args.json:
         print(json.dumps({"validate": val["transmissions"], "calibrate": {
-            k: v for k, v in cal.items() if k != "points"}, "flood": flood}, default=float))
+            k: v for k, v in cal.items() if k != "points"}, "flood": flood,
+            "validation_model_errors": errors}, default=float))
     return 0 if flood["loss"] < 0.001 else 1
 
 

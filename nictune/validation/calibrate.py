@@ -103,25 +103,29 @@ def predict(costs: Costs, point: dict[str, Any], setting: NicSetting,
             "cpu_s": m.cpu_busy_s}
 
 
-def repredict(plan: Plan, result: dict[str, Any], engine: str = "des") -> dict[str, Any]:
+def repredict(plan: Plan, result: dict[str, Any], engine: str = "des",
+              costs: Costs | None = None) -> dict[str, Any]:
     """The model at each validation run's measured rate with its realized setting, using
-    the host's costs from the plan's config when it loads (else the default costs)."""
+    `costs`, else the host's costs from the plan's config when it loads, else defaults."""
     hosts: dict[str, Costs] = {}
     source = "default costs"
-    try:
-        config = load_config(plan.config)
-        hosts = {name: h.costs for name, h in config.hosts.items()}
-        source = f"costs of {plan.config}"
-    except InputError:
-        pass
+    if costs is not None:
+        source = "given costs"
+    else:
+        try:
+            config = load_config(plan.config)
+            hosts = {name: h.costs for name, h in config.hosts.items()}
+            source = f"costs of {plan.config}"
+        except InputError:
+            pass
     out: dict[str, Any] = {}
     for tid in result["transmissions"]:
         entry = plan.entry(tid)
-        costs = hosts.get(entry.host, Costs())
+        host_costs = costs or hosts.get(entry.host, Costs())
         block: dict[str, Any] = {"engine": engine, "costs": source}
         for arm in ("default", "optimized"):
             setting = entry.setting if arm == "optimized" else entry.default_setting
-            preds = [predict(costs, {**r, "packet_size": r["raw"]["spec"]["packet_size"]},
+            preds = [predict(host_costs, {**r, "packet_size": r["raw"]["spec"]["packet_size"]},
                              setting, engine)
                      for r in result["runs"] if r["transmission"] == tid and r["arm"] == arm
                      and r["packets_received"] > 1]
