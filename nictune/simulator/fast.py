@@ -5,24 +5,25 @@ transmissions in one call (a whole GA population); transmissions of one host are
 within a row (shared cores, memory bus). `simulate(config, settings)` is the engine
 interface shared with the DES and returns `Metrics` with engine "fast".
 
-How each mode is modelled (docs/engines.md has the derivations):
-- every transmission sees its core's capacity left by the others' load (`_core_share`);
-  past saturation the core's interrupt work is served first and the rest is shared
-  round-robin per packet (water-filling), so a saturated consumer delivers r = its share;
-- active_wait: one interrupt per packet; past saturation the backlog fills and drops
-  (receive livelock: r = (1 − λ·Ti)/w);
-- passive_wait: a cycle of k timer periods (k = ⌈Ti / (T(1 − λw))⌉), the ring collects a
-  cycle's arrivals (Poisson: E[min(X, R)] from the distribution), empty wake-ups are ticks
-  whose collection window holds no arrival;
+How each mode is modelled (docs/engines.md has the derivations and the fidelity figures):
+- a core serves active_wait's interrupts first, then packet work FIFO by request: on a
+  shared host the time axis is cut into phases and the rest is water-filled between the
+  transmissions (`_core_share`); a saturated consumer gets r packets/s, its queue overflows;
+- active_wait: one interrupt per packet; receive livelock r = (1 − λ·Ti)/w;
+- passive_wait: an iterated cycle map — a drain of the q packets a tick finds, the next
+  tick ⌈(Ti + drain)/T⌉ periods later, q refilled and capped by the ring (Poisson: the
+  expectation over q, E[min(X, R)]); empty wake-ups are ticks whose window holds nothing;
 - watermark: a wake at n_w packets (W, or what arrives within the timeout), the drain picks
   up the arrivals that come while it runs (exact integer count for cbr), the rest below the
   watermark after the last wake is stranded when there is no timeout;
 - busy_poll: no interrupts, the core is busy for the whole duration.
+Each mode is computed only on its own (p, t) elements, flattened.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ import numpy as np
 from scipy.special import pdtrc
 
 from nictune.model import ARRIVALS, PLACEMENT_COST, PLACEMENTS, Config, NicSetting, Transmission
+from nictune.simulator.arrivals import link_packet_rate
 from nictune.simulator.batch import ACTIVE, BUSY, PASSIVE, WATERMARK, SettingBatch
 from nictune.simulator.costs import memory_factors
 from nictune.simulator.metrics import Metrics
@@ -40,9 +42,8 @@ METRIC_KEYS = ("packets_offered", "packets_delivered", "packets_dropped", "packe
                "bytes_delivered", "duration_s", "offered_bps", "throughput_bps", "interrupts",
                "empty_wakeups", "cpu_busy_s", "cpu_util", "latency_mean_s", "latency_p99_s",
                "energy_j")
-CBR, POISSON, ONOFF = (ARRIVALS.index(a) for a in ("cbr", "poisson", "onoff"))
+POISSON, ONOFF = ARRIVALS.index("poisson"), ARRIVALS.index("onoff")
 _PLACE = np.array([PLACEMENT_COST[p] for p in PLACEMENTS])
-_Z99 = 2.326  # one-sided 99 % normal quantile
 _TINY = 1e-12
 
 
@@ -81,10 +82,10 @@ class Workload:
             host, nic = config.host_of(t), config.nic_of(t)
             n, rate = t.packets, t.rate
             if t.arrival == "onoff":
-                link_pps = nic.link / (8.0 * (t.packet_size + 20))
-                local = min(rate * (t.onoff_on + t.onoff_off) / t.onoff_on, link_pps)
-                per_burst = max(1, int(np.ceil(t.onoff_on * local - 1e-9)))
-                bursts = int(np.ceil(n / per_burst))
+                local = min(rate * (t.onoff_on + t.onoff_off) / t.onoff_on,
+                            link_packet_rate(t, nic))
+                per_burst = max(1, math.ceil(t.onoff_on * local - 1e-9))  # as arrivals.py
+                bursts = math.ceil(n / per_burst)
                 last = n - (bursts - 1) * per_burst
                 span = (bursts - 1) * (t.onoff_on + t.onoff_off) + (last - 1) / local
                 on, off = (per_burst - 1) / local, t.onoff_on + t.onoff_off - (
@@ -141,13 +142,12 @@ def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
 
     A transmission alone on its host gets 1 − its own interrupt load. On a shared host the
     time axis is cut where arrivals start or end; in each phase the core serves interrupts
-    first and shares the rest round-robin per packet (water-filling: r solves
-    Σ_j min(λ_j, r)·w_j = 1 − H), and a fluid queue per transmission (capacity `cap_q`)
-    carries backlog and drops from phase to phase. H counts active_wait's interrupts
-    (`irq_load`); the batched modes' wake-ups (`soft_load`) slow the others down but vanish
-    when the core saturates (a consumer that never empties its ring is never woken); given
-    `sleeps` (which consumers still empty their rings), the others' wake-ups of those that
-    do count against a transmission's share.
+    first and shares the rest FIFO by request (`_waterfill`), and a fluid queue per
+    transmission (capacity `cap_q`) carries backlog and drops from phase to phase. The
+    interrupts served first are active_wait's (`irq_load`); the batched modes' wake-ups
+    (`soft_load`) slow the others down but vanish when the core saturates (a consumer that
+    never empties its ring is never woken); given `sleeps` (which consumers still empty
+    their rings), the wake-ups of those that do count against the others' share.
     """
     shape = w.shape
     cpu = np.clip(1.0 - irq_load, 0.0, None)
@@ -167,7 +167,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
 
     A member of a phase is a transmission whose packets arrive in it or that still has a
     backlog; interrupts come only from arriving ones. What is queued after the last phase
-    drains with every holder backlogged (round-robin on the whole core).
+    drains with every holder backlogged, re-shared each time one of them empties.
     """
     lam = wl.rate[cols]
     wj = w[:, cols]
