@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from nictune.model import MODES, PLACEMENTS, Config, NicSetting, parse_config
+from nictune.model import MODES, PLACEMENTS, Config, NicSetting, parse_config, parse_setting
+from nictune.simulator import simulate
 from nictune.simulator.metrics import Metrics
 
 METRICS = ("throughput", "interrupts", "cpu", "drops")
@@ -37,8 +38,6 @@ class Case:
         return parse_config(self.raw, source=self.name)
 
     def nic_settings(self, config: Config) -> dict[str, NicSetting]:
-        from nictune.model import parse_setting
-
         out = {}
         for t in config.transmissions:
             nic = config.nic_of(t)
@@ -138,8 +137,6 @@ def errors(fast: Metrics, des: Metrics) -> dict[str, float]:
 
 def compare(case: Case, seed: int = 0) -> list[dict[str, Any]]:
     """Run both engines on `case`; one row per transmission with both results and errors."""
-    from nictune.simulator import simulate
-
     config = case.config()
     settings = case.nic_settings(config)
     des = simulate(config, settings, engine="des", seed=seed, exact=True)
