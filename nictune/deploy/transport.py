@@ -267,14 +267,6 @@ class Connection:
             raise HostError(self.host.name, f"cannot read {path}: {res.error_line()}")
         return res.stdout
 
-    def write_file(self, path: str, text: str, *, mode: str = "0644") -> CommandResult:
-        """Write `text` to a remote file atomically (temp file + rename), via stdin."""
-        q, tmp = shlex.quote(path), shlex.quote(f"{path}.nictune-tmp")
-        directory = shlex.quote(os.path.dirname(path) or "/")
-        return self.run(f"mkdir -p {directory} && cat > {tmp} && chmod {mode} {tmp} && "
-                        f"mv -f {tmp} {q} || {{ rm -f {tmp}; exit 1; }}",
-                        stdin=text.encode())
-
     def put(self, local: str, remote: str) -> None:
         """Copy a local file to the host over SFTP (files the login user may write)."""
         with self.client.open_sftp() as sftp:

@@ -153,3 +153,15 @@ def test_interrupts_modern_formats(shared: Path) -> None:
 def test_masks() -> None:
     assert parsers.cpu_list("0-3,6") == [0, 1, 2, 3, 6]
     assert parsers.hex_mask("00000000,00000002") == 2
+
+
+def test_newer_ethtool_json_commands() -> None:
+    # ethtool >= 6.2 prints -c and -l as JSON (keys omitted when unsupported)
+    channels = parsers.parse_json_channels(
+        '[ {"ifname": "eth0", "rx-max": 2, "tx-max": 2, "rx": 1, "tx": 1} ]')
+    assert channels == {"max": {"rx": 2, "tx": 2}, "current": {"rx": 1, "tx": 1}}
+    coalesce = parsers.parse_json_coalesce(
+        '[ {"ifname": "eth0", "adaptive-rx": false, "rx-usecs": 8, "rx-frames": 128} ]')
+    assert coalesce == {"adaptive-rx": False, "rx-usecs": 8, "rx-frames": 128}
+    with pytest.raises(parsers.ParseError):
+        parsers.load_json("ethtool: bad command line argument(s)")
