@@ -115,10 +115,12 @@ def wait_timers(lab: Lab, hosts: list[str], limit: float) -> None:
 
 
 def inject(lab: Lab, fault: str, host: str, delay: float) -> threading.Thread | None:
-    if fault == "write-fail":
+    if fault == "write-fail":  # immutable dir; on tmpfs a file where the dir should be
         capture = Path(lab.host(host).root) / "etc/nictune/capture"
         capture.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["chattr", "+i", str(capture)], check=True)
+        if subprocess.run(["chattr", "+i", str(capture)], capture_output=True).returncode:
+            capture.rmdir()
+            capture.write_text("in the way\n")
         return None
     if fault == "none":
         return None
@@ -137,8 +139,11 @@ def inject(lab: Lab, fault: str, host: str, delay: float) -> threading.Thread | 
 
 def heal(lab: Lab, fault: str, host: str) -> None:
     if fault == "write-fail":
-        subprocess.run(["chattr", "-i", str(Path(lab.host(host).root) /
-                                            "etc/nictune/capture")], check=True)
+        capture = Path(lab.host(host).root) / "etc/nictune/capture"
+        if capture.is_file():
+            capture.unlink()
+        else:
+            subprocess.run(["chattr", "-i", str(capture)], check=True)
     elif fault == "sshd-kill":
         lab.start_sshd(host)
     elif fault == "link-down":

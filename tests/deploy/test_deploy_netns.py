@@ -168,22 +168,33 @@ def test_optimized_lab_plan_deploys(lab: Lab, tmp_path: Path, pristine: dict,
     assert code == 0
 
 
-def immutable(path: Path, on: bool) -> None:
-    subprocess.run(["chattr", "+i" if on else "-i", str(path)], check=True)
+def block_writes(directory: Path) -> None:
+    """Make writing into `directory` fail for real: immutable (chattr +i), or — where the
+    filesystem has no such attribute (tmpfs) — a plain file where the directory should be."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if shutil.which("chattr") and subprocess.run(["chattr", "+i", str(directory)],
+                                                 capture_output=True).returncode == 0:
+        return
+    directory.rmdir()
+    directory.write_text("in the way\n")
+
+
+def unblock_writes(directory: Path) -> None:
+    if directory.is_file():
+        directory.unlink()
+    else:
+        subprocess.run(["chattr", "-i", str(directory)], check=True)
 
 
 def test_failed_write_mid_apply_is_restored(lab: Lab, tmp_path: Path, pristine: dict,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    if shutil.which("chattr") is None:
-        pytest.skip("chattr (e2fsprogs) missing")
     capture = Path(lab.host("rx1").root) / "etc/nictune/capture"
-    capture.mkdir(parents=True, exist_ok=True)
-    immutable(capture, True)  # the capture profile (the last knob) cannot be written
+    block_writes(capture)  # the capture profile (the last knob) cannot be written
     try:
         plan = str(write_plan(tmp_path / "plan.yaml", {"rx1": RX1, "rx2": RX2}))
         code, out = cli("deploy", plan, "--inventory", str(lab.inventory), capsys=capsys)
     finally:
-        immutable(capture, False)
+        unblock_writes(capture)
     rx1 = out["hosts"]["rx1"]
     assert code == 1 and out["failed"].keys() == {"rx1"} and out["succeeded"] == ["rx2"]
     assert rx1["status"] == "restored" and rx1["restore_verified"] is True
