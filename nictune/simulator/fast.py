@@ -478,7 +478,14 @@ def _passive(cx: _Ctx, period: np.ndarray) -> _Mode:
     arrivals are treated as smooth at the average rate.
     """
     lam, ti, ws, ring = cx.lam, cx.ti, cx.ws, cx.ring
-    cycle, taken, dropped, p_empty = _passive_map(lam, ws, ti, period, ring, cx.poisson)
+    # evenly spaced arrivals: follow the cycles packet by packet; otherwise the fluid map
+    even = ~cx.poisson & ~cx.onoff & (lam * ws < 0.95)
+    cycle, taken, dropped, p_empty = (np.zeros(lam.shape) for _ in range(4))
+    for sel, fn in ((np.flatnonzero(even), _passive_cbr), (np.flatnonzero(~even), _passive_map)):
+        if sel.size:
+            part = fn(lam[sel], ws[sel], ti[sel], period[sel], ring[sel], cx.poisson[sel])
+            for arr, value in zip((cycle, taken, dropped, p_empty), part, strict=True):
+                arr[sel] = value
     on, off = cx.c("on"), cx.c("off")
     smooth = np.zeros_like(cx.onoff)
     oo = np.flatnonzero(cx.onoff)
@@ -504,7 +511,7 @@ def _passive(cx: _Ctx, period: np.ndarray) -> _Mode:
                      np.ceil(cx.span / cycle - 1e-9))
     ticks = np.where(bursty, bursts * busy_on / cycle + 0.5, ticks)
     resid = np.where(cx.poisson | cx.onoff, cycle / 2.0,
-                     np.ceil(cx.span / cycle - 1e-9) * cycle - cx.span)
+                     np.ceil(cx.span / period - 1e-9) * period - cx.span)
     resid = np.where(cycle >= busy_on, 0.0, resid)
     last_n = np.clip(lam * np.minimum(cycle, resid + ti), 1.0, ring)
     delivered = cx.n * np.clip(1.0 - dropped / np.maximum(taken + dropped, _TINY), 0.0, 1.0)
@@ -566,6 +573,44 @@ def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
                 poisson, np.exp(-x), np.clip(1.0 - x, 0.0, 1.0)))
         q = q_new
     return tuple(stats / keep)
+
+
+def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                 ring: np.ndarray, _poisson: np.ndarray, cycles: int = 48, skip: int = 8
+                 ) -> tuple[np.ndarray, ...]:
+    """`_passive_map`'s statistics for evenly spaced arrivals, from the cycles themselves.
+
+    Packet i arrives at i·g. A wake-up at tick τ takes, after Ti, the packets that arrived
+    (the ring keeps R of them, the rest are dropped), then the ones that arrive while it
+    drains — the smallest k with arrival a + k after the drain of q + k packets — and the
+    next wake-up is the first tick at or after the drain's end. `cycles` of them are
+    followed (the first `skip` not counted); integer packet counts and the phase of
+    arrivals against ticks are exact, which a fluid drain is not when the ring holds a few.
+    """
+    g = 1.0 / lam
+    tau = period.copy()  # the first tick, one period after the first arrival
+    handled = np.zeros(lam.shape)  # packets taken or dropped so far
+    stats = np.zeros((4, lam.size))  # (unused), packets taken, dropped, empty wake-ups
+    t0 = tau.copy()
+    for c in range(cycles):
+        if c == skip:
+            stats[:] = 0.0
+            t0 = tau.copy()
+        s = tau + ti
+        arrived = np.floor(s / g + 1e-9) + 1.0
+        q = arrived - handled
+        drop = np.clip(q - ring, 0.0, None)
+        q = q - drop
+        x = (s + q * ws - arrived * g) / (g - ws)
+        extra = np.where(q > 0, np.maximum(0.0, np.floor(x + 1e-9) + 1.0), 0.0)
+        end = s + (q + extra) * ws
+        handled = arrived + extra
+        stats[1] += q + extra
+        stats[2] += drop
+        stats[3] += q <= 0
+        tau = np.maximum(np.ceil(end / period - 1e-9), tau / period + 1.0) * period
+    n = cycles - skip
+    return (tau - t0) / n, stats[1] / n, stats[2] / n, stats[3] / n
 
 
 def _mean_ceil(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
