@@ -450,6 +450,9 @@ def lab_down(directory: str | Path) -> list[str]:
         if (d / sub).exists():
             shutil.rmtree(d / sub)
             removed.append(str(d / sub))
+    if d.is_dir() and not any(d.iterdir()):
+        d.rmdir()  # nothing of the user's in it
+        removed.append(str(d))
     return removed
 
 
