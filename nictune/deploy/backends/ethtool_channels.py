@@ -1,7 +1,10 @@
-"""Queue count (`ethtool -L`): the model runs all of a NIC's receive work on its irq_core
-(DESIGN §3), so the RX queues are set to one (combined, or rx where the NIC has separate
-queues) and irq_affinity pins that queue's IRQ. A NIC without channel control is reported
-`unsupported` (irq_affinity/RPS then steer all queues to the core)."""
+"""Queue count (`ethtool -L`): read, snapshotted and restored, but never changed by a plan.
+
+The model runs all of a NIC's receive work on its irq_core (DESIGN §3); irq_affinity
+realises that by pinning every queue's IRQ to that core, so the NIC keeps its RX queues
+(RSS, and the flow spreading a data-centre node relies on). Keeping several queues where
+the model assumes one is reported as an approximation. A NIC without channel control is
+reported `unsupported`."""
 
 from __future__ import annotations
 
@@ -53,8 +56,12 @@ def plan(ctx: HostContext) -> tuple[dict[str, Any], list[Note]]:
                                   f"{ctx.nic(nic).iface} has no settable RX queue count",
                                   "irq_affinity/RPS steer every queue to irq_core"))
             continue
-        for key in keys:
-            targets[key] = 1
+        queues = max(int(targets[k]) for k in keys)
+        if queues > 1:
+            notes.append(ctx.note(nic, NAME, "approximation",
+                                  f"{ctx.nic(nic).iface} keeps its {queues} RX queues (RSS); "
+                                  "the model's single IRQ core is realised by pinning every "
+                                  "queue's IRQ to it"))
     return targets, notes
 
 
