@@ -587,30 +587,34 @@ def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
     followed (the first `skip` not counted); integer packet counts and the phase of
     arrivals against ticks are exact, which a fluid drain is not when the ring holds a few.
     """
-    g = 1.0 / lam
-    tau = period.copy()  # the first tick, one period after the first arrival
+    # in units of packet gaps (arrival i at i) and of timer periods (tick j at j·T)
+    lam_t, lam_ti = lam * period, lam * ti
+    rho = lam * ws
+    inv = 1.0 / (1.0 - rho)
+    ti_t, ws_t = ti / period, ws / period
+    j = np.ones(lam.shape)  # the first tick, one period after the first arrival
     handled = np.zeros(lam.shape)  # packets taken or dropped so far
-    stats = np.zeros((4, lam.size))  # (unused), packets taken, dropped, empty wake-ups
-    t0 = tau.copy()
+    taken, dropped, empty = (np.zeros(lam.shape) for _ in range(3))
+    j0 = j
     for c in range(cycles):
         if c == skip:
-            stats[:] = 0.0
-            t0 = tau.copy()
-        s = tau + ti
-        arrived = np.floor(s / g + 1e-9) + 1.0
+            taken[:], dropped[:], empty[:] = 0.0, 0.0, 0.0
+            j0 = j.copy()
+        a = j * lam_t + lam_ti  # the drain starts Ti after the tick
+        arrived = np.floor(a + 1e-9) + 1.0
         q = arrived - handled
-        drop = np.clip(q - ring, 0.0, None)
-        q = q - drop
-        x = (s + q * ws - arrived * g) / (g - ws)
-        extra = np.where(q > 0, np.maximum(0.0, np.floor(x + 1e-9) + 1.0), 0.0)
-        end = s + (q + extra) * ws
+        drop = np.maximum(q - ring, 0.0)
+        q -= drop
+        extra = np.maximum(np.floor((a + q * rho - arrived) * inv + 1e-9) + 1.0, 0.0)
+        extra *= q > 0
+        q += extra  # packets this wake-up takes
         handled = arrived + extra
-        stats[1] += q + extra
-        stats[2] += drop
-        stats[3] += q <= 0
-        tau = np.maximum(np.ceil(end / period - 1e-9), tau / period + 1.0) * period
+        taken += q
+        dropped += drop
+        empty += q <= 0
+        j = np.maximum(np.ceil(j + ti_t + q * ws_t - 1e-9), j + 1.0)
     n = cycles - skip
-    return (tau - t0) / n, stats[1] / n, stats[2] / n, stats[3] / n
+    return (j - j0) * period / n, taken / n, dropped / n, empty / n
 
 
 def _mean_ceil(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
