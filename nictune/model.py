@@ -435,7 +435,7 @@ def _parse_transmission(i: int, raw: object, nics: dict[str, Nic], hosts: dict[s
     if f.has("onoff"):
         if arrival != "onoff":
             f.fail(f"is only used with arrival onoff, not {arrival}", "onoff")
-        o = _Fields(f.raw["onoff"], source, f.path("onoff"), ("on", "off"))
+        o = _Fields(_yaml11_onoff(f.raw["onoff"]), source, f.path("onoff"), ("on", "off"))
         on = o.get("on", parse_duration, on, 1e-6, 3600.0, " s")
         off = o.get("off", parse_duration, off, 0.0, 3600.0, " s")
     default = None
@@ -448,6 +448,14 @@ def _parse_transmission(i: int, raw: object, nics: dict[str, Nic], hosts: dict[s
         max_latency_p99=f.get("max_latency_p99", parse_duration, None, 1e-7, 3600.0, " s"),
         default=default,
     )
+
+
+def _yaml11_onoff(raw: object) -> object:
+    """YAML 1.1 reads bare `on:`/`off:` keys as booleans; take them back as the names."""
+    if isinstance(raw, dict):
+        return {{True: "on", False: "off"}.get(k, k) if isinstance(k, bool) else k: v
+                for k, v in raw.items()}
+    return raw
 
 
 def _read_yaml(path: Path, what: str) -> Any:

@@ -56,3 +56,16 @@ def test_bad_units_name_the_problem(parse, bad, reason):
 def test_bad_packet_rate_unit():
     with pytest.raises(ValueError, match="unknown unit 'GB'"):
         parse_rate("3GB", 1000)
+
+
+def test_onoff_keys_unquoted_in_yaml(tmp_path):
+    """`onoff: {on: 5ms, off: 20ms}` as documented, although YAML 1.1 reads on/off as bools."""
+    from nictune.model import load_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "hosts: {h: {}}\nnics: {n: {host: h, link: 1Gbit/s}}\n"
+        "transmissions:\n  - {id: t, nic: n, size: 1MB, packet_size: 1000, rate: 1000pps,\n"
+        "     arrival: onoff, onoff: {on: 5ms, off: 20ms}}\n")
+    t = load_config(path).transmissions[0]
+    assert (t.onoff_on, t.onoff_off) == pytest.approx((0.005, 0.020))
