@@ -121,6 +121,9 @@ def test_deploy_readback_redeploy_rollback(lab: Lab, tmp_path: Path, pristine: d
 
     code, out = cli("deploy", plan, "--inventory", inv, capsys=capsys)
     assert code == 0 and out["succeeded"] == ["rx1", "rx2"]
+    for host in ("rx1", "rx2"):  # hosts run in parallel threads: each knob changed once
+        knobs = [c["knob"] for c in out["hosts"][host]["changes"]]
+        assert knobs and len(knobs) == len(set(knobs))
     rx1, rx2 = state(lab, "rx1"), state(lab, "rx2")
     assert (rx1["gro_flush_timeout"], rx1["napi_defer_hard_irqs"], rx1["rps"], rx1["gro"]) \
         == (200000, 2, 0b10, "on")

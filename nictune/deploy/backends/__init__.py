@@ -13,11 +13,12 @@ JSON value. Each backend module defines `NAME` and
 * `matches(knob, want, got) -> bool` — read-back comparison (driver rounding tolerated
   where the kernel may round).
 
-`BACKENDS` is the apply order; restore runs in reverse.
+`backends()` gives the apply order; restore runs in reverse.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
 from types import ModuleType
 from typing import Any
@@ -92,7 +93,12 @@ def default_matches(key: str, want: Any, got: Any) -> bool:
     return want == got
 
 
-def _load() -> list[ModuleType]:
+@functools.cache
+def backends() -> tuple[ModuleType, ...]:
+    """The backend modules in apply order (imported on first use: they import this module).
+
+    Cached, not a lazily filled list: hosts are deployed from parallel threads, and two
+    threads filling one list would run every backend twice."""
     from nictune.deploy.backends import (
         busy_poll_sysctl,
         ethtool_channels,
@@ -105,15 +111,5 @@ def _load() -> list[ModuleType]:
     )
 
     # Files last: a failing file write then proves the restore of every earlier knob.
-    return [ethtool_features, ethtool_channels, ethtool_ring, ethtool_coalesce, napi_sysfs,
-            irq_affinity, busy_poll_sysctl, pfring]
-
-
-BACKENDS: list[ModuleType] = []
-
-
-def backends() -> list[ModuleType]:
-    """The backend modules in apply order."""
-    if not BACKENDS:
-        BACKENDS.extend(_load())
-    return BACKENDS
+    return (ethtool_features, ethtool_channels, ethtool_ring, ethtool_coalesce, napi_sysfs,
+            irq_affinity, busy_poll_sysctl, pfring)
