@@ -1,8 +1,9 @@
 """Calibration: fit the host cost profile from measured runs and check the model with it.
 
 `calibrate` sweeps receive modes × packet rates × packet sizes between a sender and a
-receiver (each mode applied through the deployer, one agent + hping3 run per point),
-then fits the consumer's CPU time per run as
+receiver (each mode applied through the deployer, one agent + hping3 run per point, each
+point `seconds` long so packet counts differ between points and the per-packet cost can
+be told apart from the per-run constant), then fits the consumer's CPU time per run as
 
     cpu_s ≈ irq · wake-ups + per_packet · packets + per_byte · bytes
 
@@ -51,7 +52,7 @@ PORT = 19999
 
 @dataclass
 class Options:
-    packets: int = 3000
+    seconds: float = 1.0  # per point: packets = rate × seconds, so counts vary across points
     rates: Sequence[float] | None = None
     sizes: Sequence[int] | None = None
     modes: Sequence[str] | None = None
@@ -201,7 +202,8 @@ def calibrate(inventory: Inventory, sender: str, receiver: str, opts: Options,
                         for rep in range(opts.repeats):
                             progress(f"{mode} {size} B at {rate:g} pps ({rep + 1})")
                             spec = traffic.TrafficSpec("calibration", rx.address, PORT, size,
-                                                       opts.packets, max(1, round(1e6 / rate)))
+                                                       max(10, round(rate * opts.seconds)),
+                                                       max(1, round(1e6 / rate)))
                             raw = remote.measure(rx, tx_conn, spec, [
                                 "--profile", capture_profile_path(host, iface)],
                                 f"cal-{mode}-{size}-{rate:g}-{rep}")

@@ -64,8 +64,8 @@ def register(subparsers: Any) -> None:
     c.add_argument("--receiver", required=True)
     c.add_argument("--nic", help="the receiver's NIC id (default: its only/first NIC)")
     c.add_argument("--out", default="host-profile.yaml", help="profile YAML to write")
-    c.add_argument("--packets", type=_positive_int, default=3000,
-                   help="packets per sweep point (default 3000)")
+    c.add_argument("--seconds", type=_positive, default=1.0,
+                   help="sending time per sweep point: packets = rate x seconds (default 1)")
     c.add_argument("--rates", type=_positive, nargs="+", help="packet rates to sweep (pps)")
     c.add_argument("--sizes", type=_positive_int, nargs="+", help="packet sizes (IP bytes)")
     c.add_argument("--modes", nargs="+", help="modes to sweep (default all four)")
@@ -108,7 +108,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from nictune.validation import calibrate
 
     inventory = load_inventory(args.inventory)
-    opts = calibrate.Options(packets=args.packets, rates=args.rates, sizes=args.sizes,
+    opts = calibrate.Options(seconds=args.seconds, rates=args.rates, sizes=args.sizes,
                              modes=args.modes, repeats=args.repeats, nic=args.nic)
     result = calibrate.calibrate(inventory, args.sender, args.receiver, opts,
                                  progress=_progress)

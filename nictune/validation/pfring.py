@@ -23,8 +23,6 @@ import ctypes
 import ctypes.util
 import os
 
-PF_RING_REENTRANT = 1 << 1
-PF_RING_LONG_HEADER = 1 << 2
 PF_RING_PROMISC = 1 << 3
 PF_RING_ERROR_NO_PKT_AVAILABLE = -3
 # The poll duration is milliseconds in a 16-bit field (DESIGN §2); so is the timeout.

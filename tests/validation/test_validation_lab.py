@@ -12,7 +12,11 @@ import pytest
 import yaml
 
 from nictune.cli import main
+from nictune.deploy.inventory import load_inventory
 from nictune.deploy.lab import LabUnavailable, check_lab_possible, lab_hosts
+from nictune.deploy.probe import probe_host
+from nictune.deploy.transaction import read_knobs
+from nictune.deploy.transport import Connection
 from nictune.model import NicSetting, load_config
 from nictune.plan import save_plan
 from nictune.validation.labplan import plan_for
@@ -65,7 +69,7 @@ def test_validate_two_transmissions(lab, tmp_path: Path) -> None:
 def test_calibrate_writes_a_loadable_profile(lab, tmp_path: Path) -> None:
     profile = tmp_path / "rx1.yaml"
     code = main(["calibrate", "--inventory", str(lab.inventory), "--sender", "sender",
-                 "--receiver", "rx1", "--out", str(profile), "--packets", "400",
+                 "--receiver", "rx1", "--out", str(profile), "--seconds", "0.15",
                  "--rates", "2000", "5000", "--sizes", "200", "1000",
                  "--modes", "active_wait", "watermark"])
     assert code == 0
@@ -77,3 +81,23 @@ def test_calibrate_writes_a_loadable_profile(lab, tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     loaded = load_config(tmp_path / "config.yaml")
     assert loaded.hosts["rx1"].costs.irq >= 0 and loaded.hosts["rx2"].costs.irq == 4e-6
+
+
+def test_a_deployed_host_gets_its_deployment_back(lab, tmp_path: Path) -> None:
+    config = load_config(lab.config)
+    plan = plan_for(config, {"t-rx2": NicSetting("passive_wait", poll_interval=0.002)})
+    save_plan(plan, tmp_path / "plan.yaml")
+    inventory = load_inventory(lab.inventory)
+    host = inventory.hosts["rx2"]
+    assert main(["deploy", str(tmp_path / "plan.yaml"), "--inventory",
+                 str(lab.inventory)]) == 0
+    try:
+        with Connection(host) as conn:
+            deployed = read_knobs(probe_host(conn))
+        assert main(["validate", str(tmp_path / "plan.yaml"), "--inventory",
+                     str(lab.inventory), "--sender", "sender", "--repeats", "1", "--scale",
+                     "0.02", "--out", str(tmp_path / "r")]) == 0
+        with Connection(host) as conn:
+            assert read_knobs(probe_host(conn)) == deployed  # not rolled back to pre-nictune
+    finally:
+        assert main(["rollback", "--inventory", str(lab.inventory), "--hosts", "rx2"]) == 0
