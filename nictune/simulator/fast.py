@@ -22,13 +22,14 @@ Each mode is computed only on its own (p, t) elements, flattened.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import pdtrc
+from scipy.special import gammaln, pdtrc
 
 from nictune.model import ARRIVALS, PLACEMENT_COST, PLACEMENTS, Config, NicSetting, Transmission
 from nictune.simulator.arrivals import link_packet_rate
@@ -45,6 +46,7 @@ METRIC_KEYS = ("packets_offered", "packets_delivered", "packets_dropped", "packe
 POISSON, ONOFF = ARRIVALS.index("poisson"), ARRIVALS.index("onoff")
 _PLACE = np.array([PLACEMENT_COST[p] for p in PLACEMENTS])
 _TINY = 1e-12
+CHAIN_SIZES = ((8, 24), (16, 64), (40, 160))  # (ring states, drain lengths) of the chains
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,7 @@ class _Share:
     """What a transmission gets from its core (arrays (P, T))."""
 
     rho_o: np.ndarray  # the others' load on the core, averaged over t's arrivals
+    resid: np.ndarray  # Σ over the others of rate · work²/2 (residual-work rate), likewise
     high: np.ndarray  # interrupt load on the core (own included), averaged likewise
     r: np.ndarray  # packets/s t gets when the core saturates (inf: it keeps up)
     delivered: np.ndarray  # shared hosts: fluid packets delivered (NaN: use the closed form)
@@ -152,7 +155,7 @@ def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     shape = w.shape
     cpu = np.clip(1.0 - irq_load, 0.0, None)
     r = np.where(wl.local[None, :] * w > cpu, cpu / w, np.inf)
-    share = _Share(rho_o=np.zeros(shape), high=irq_load.copy(), r=r,
+    share = _Share(rho_o=np.zeros(shape), resid=np.zeros(shape), high=irq_load.copy(), r=r,
                    delivered=np.full(shape, np.nan), q_end=np.zeros(shape),
                    tail=np.zeros(shape))
     for cols in wl.groups:
@@ -175,6 +178,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     irq = irq_load[:, cols] * avg
     soft = irq + soft_load[:, cols] * avg
     own = lam * wj + soft
+    sq = (lam * wj * wj + soft * wl.ti[cols]) / 2.0
     woken = soft_load[:, cols] * avg * (0.0 if sleeps is None else sleeps[:, cols])
     cap = cap_q[:, cols]
     weight = np.where(b.mode[:, cols] == ACTIVE, cap, 1.0)  # requests it can have queued
@@ -183,6 +187,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     end = start + wl.span[cols]
     edges = np.unique(np.concatenate([start, end]))
     rho = np.zeros(wj.shape)
+    resid = np.zeros(wj.shape)
     high = np.zeros(wj.shape)
     q = np.zeros(wj.shape)
     q_end = np.zeros(wj.shape)
@@ -203,6 +208,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
         demand = np.where(q > 0.5, 1e30, act * inflow)
         rk = _waterfill(m, demand, wj, np.clip(1.0 - h - h_o, 0.0, None), weight)
         rho += act * (np.einsum("pij,pj->pi", m, own * act) - own * act) * length
+        resid += act * (np.einsum("pij,pj->pi", m, sq * act) - sq * act) * length
         high += act * h * length
         avail = q + act * inflow * length
         taken = np.where(member, np.minimum(avail, rk * length), 0.0)
@@ -232,6 +238,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     span = np.maximum(wl.span[cols], _TINY)
     fluid = wl.span[cols] > 0
     out.rho_o[:, cols] = rho / span
+    out.resid[:, cols] = resid / span
     out.high[:, cols] = np.where(fluid, high / span, out.high[:, cols])
     out.delivered[:, cols] = np.where(fluid, wl.n[cols] - dropped, np.nan)
     out.q_end[:, cols] = q_end
@@ -367,13 +374,17 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         # active_wait's backlog out-queues the others' single requests: only their
         # interrupts slow it down
         ws = np.where(act, w / np.clip(1.0 - (share.high - hard), 0.02, None), ws)
+    # a wake-up's drain first waits for the others' packet work already queued (P-K mean
+    # work in system, Σ λ·b²/2 / (1 − ρ)), which itself is slowed down by their arrivals
+    delay = share.resid / np.clip(1.0 - share.rho_o, 0.02, None) ** 2
 
     col = np.broadcast_to(np.arange(shape[1]), shape).ravel()
     flat = {"ws": ws.ravel(), "ring": b.ring_slots.ravel(), "w": w.ravel(),
             "period": period.ravel(), "wm": wm.ravel(), "tau": tau.ravel(),
             "n_wake": n_wake.ravel(), "high": share.high.ravel(), "cap": cap_q.ravel(),
             "r": share.r.ravel(), "fluid_delivered": share.delivered.ravel(),
-            "fluid_q": share.q_end.ravel(), "fluid_tail": share.tail.ravel()}
+            "fluid_q": share.q_end.ravel(), "fluid_tail": share.tail.ravel(),
+            "delay": np.broadcast_to(delay, shape).ravel()}
     res = {key: np.zeros(col.size) for key in _Mode.__dataclass_fields__}
 
     def run(mask: np.ndarray, fn: Callable[..., _Mode], *names: str) -> None:
@@ -385,8 +396,8 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
                 res[key][sel] = getattr(out, key)
 
     run(act, _active, "high")
-    run(pas, _passive, "period")
-    run(wat, _watermark, "wm", "tau", "n_wake")
+    run(pas, _passive, "period", "delay")
+    run(wat, _watermark, "wm", "tau", "n_wake", "delay")
     run(bus, _busy_poll)
     sat = np.flatnonzero(np.isfinite(flat["r"]))
     if sat.size:
@@ -470,7 +481,7 @@ def _busy_poll(cx: _Ctx) -> _Mode:
                  duration=cx.span + lat, lat_mean=lat, lat_p99=tc + cx.ws + 4.6 * wait)
 
 
-def _passive(cx: _Ctx, period: np.ndarray) -> _Mode:
+def _passive(cx: _Ctx, period: np.ndarray, delay: np.ndarray) -> _Mode:
     """Timer ticks every T; a tick that finds the consumer idle wakes it (`_passive_map`).
 
     onoff arrivals: when a burst holds several cycles, the cycle is that of the burst rate
@@ -480,10 +491,20 @@ def _passive(cx: _Ctx, period: np.ndarray) -> _Mode:
     lam, ti, ws, ring = cx.lam, cx.ti, cx.ws, cx.ring
     # evenly spaced arrivals: follow the cycles packet by packet; otherwise the fluid map
     even = ~cx.poisson & ~cx.onoff & (lam * ws < 0.95)
+    size = np.where(cx.poisson, _chain_size(lam, ws, ti, period, ring), -1)
     cycle, taken, dropped, p_empty = (np.zeros(lam.shape) for _ in range(4))
-    for sel, fn in ((np.flatnonzero(even), _passive_cbr), (np.flatnonzero(~even), _passive_map)):
+    parts = [(np.flatnonzero(even), _passive_cbr), (np.flatnonzero(~even & (size < 0)),
+                                                      _passive_map)]
+    for i, dims in enumerate(CHAIN_SIZES):
+        # in chunks that keep the (elements, states, drains) arrays in cache
+        sel = np.flatnonzero(size == i)
+        step = max(1, 2**17 // (dims[0] * dims[1]))
+        parts += [(sel[j:j + step], functools.partial(_passive_chain, dims=dims))
+                  for j in range(0, sel.size, step)]
+    for sel, fn in parts:
         if sel.size:
-            part = fn(lam[sel], ws[sel], ti[sel], period[sel], ring[sel], cx.poisson[sel])
+            part = fn(lam[sel], ws[sel], ti[sel], period[sel], ring[sel], cx.poisson[sel],
+                      delay[sel])
             for arr, value in zip((cycle, taken, dropped, p_empty), part, strict=True):
                 arr[sel] = value
     on, off = cx.c("on"), cx.c("off")
@@ -491,7 +512,7 @@ def _passive(cx: _Ctx, period: np.ndarray) -> _Mode:
     oo = np.flatnonzero(cx.onoff)
     if oo.size:
         avg = _passive_map(cx.c("rate")[oo], ws[oo], ti[oo], period[oo], ring[oo],
-                           cx.poisson[oo])
+                           cx.poisson[oo], delay[oo])
         smooth[oo] = (avg[0] > on[oo] + off[oo]) & (lam[oo] * ws[oo] < 1.0)
         pick = oo[smooth[oo]]
         for arr, alt in zip((cycle, taken, dropped, p_empty), avg, strict=True):
@@ -525,7 +546,8 @@ def _passive(cx: _Ctx, period: np.ndarray) -> _Mode:
 
 
 def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
-                 ring: np.ndarray, poisson: np.ndarray) -> tuple[np.ndarray, ...]:
+                 ring: np.ndarray, poisson: np.ndarray, delay: np.ndarray
+                 ) -> tuple[np.ndarray, ...]:
     """(cycle s, packets taken, packets dropped, P(empty wake-up)) of a passive cycle.
 
     Iterated as a map on the ring's content q at the start of a drain: the drain lasts
@@ -548,7 +570,7 @@ def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
     near = np.flatnonzero(np.abs(ring - lam * (period + ti)) < 12.0 * np.sqrt(
         lam * (period + ti)) + 12.0)  # may overflow: the Poisson tail matters
     for i in range(steps):
-        d = q * ws / free
+        d = (q * ws + delay * (1.0 - np.exp(-q))) / free
         k = np.maximum(1.0, np.ceil((ti + d) / period - 1e-9))
         if noisy.size:
             # an empty ring gives ⌈Ti/T⌉; otherwise E⌈(Ti + q·w/(1 − λw))/T⌉ over q > 0
@@ -575,8 +597,88 @@ def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
     return tuple(stats / keep)
 
 
+def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                   ring: np.ndarray, _poisson: np.ndarray, delay: np.ndarray,
+                   dims: tuple[int, int] = CHAIN_SIZES[-1]) -> tuple[np.ndarray, ...]:
+    """`_passive_map`'s statistics for Poisson arrivals with a few packets per tick, exact.
+
+    The ring content q when a drain starts is a Markov chain: the drain takes S packets, an
+    M/D/1 busy period started by q (Borel–Tanner: P(S = n) = q/n · e^(−ρn) (ρn)^(n−q) /
+    (n − q)!, ρ = λw); it ends Ti + S·w (+ the wait for the others' work) after its tick, the
+    next tick is k = ⌈(Ti + drain)/T⌉ periods later, and the next q is Poisson over the
+    window from the drain's end to that tick + Ti (at most T + Ti long), capped by the ring.
+    Its stationary distribution (a linear solve over `dims` = (ring states, drain lengths),
+    `_chain_size`) gives the mean cycle, packets per wake-up, drops and the share of empty
+    wake-ups.
+    """
+    e = lam.size
+    n_q, n_s = dims
+    rho = np.clip(lam * ws, 1e-9, 0.95)
+    ss = np.arange(n_s, dtype=float)
+    table, extra = _borel_tanner_table(n_q, n_s)
+    bt = np.exp(table[None] + extra[None] * np.log(rho)[:, None, None]
+                - rho[:, None, None] * ss[None, None, :])
+    bt /= bt.sum(axis=2, keepdims=True)
+    drain = (ss[None, :] > 0) * (delay / (1.0 - rho))[:, None] + ss[None, :] * ws[:, None]
+    k = np.maximum(1.0, np.ceil((ti[:, None] + drain) / period[:, None] - 1e-9))
+    mu = lam[:, None] * (k * period[:, None] - drain)  # (e, S): mean of the next q
+    x = np.arange(n_q, dtype=float)[None, None, :]
+    pm = np.exp(x * np.log(np.maximum(mu[:, :, None], 1e-300)) - mu[:, :, None]
+                - gammaln(x + 1.0))
+    cap = np.minimum(ring, n_q - 1).astype(np.int64)
+    below = x < cap[:, None, None]
+    pm = np.where(below, pm, 0.0)
+    pm[np.arange(e)[:, None], np.arange(n_s)[None, :], cap[:, None]] = 1.0 - pm.sum(axis=2)
+    move = np.matmul(bt, pm)
+    # π (M − I) = 0 with Σπ = 1 (the last equation replaced)
+    lhs = np.transpose(move, (0, 2, 1)) - np.eye(n_q)[None]
+    lhs[:, -1, :] = 1.0
+    rhs = np.zeros((e, n_q, 1))
+    rhs[:, -1, 0] = 1.0
+    pi = np.clip(np.linalg.solve(lhs, rhs)[..., 0], 0.0, None)
+    pi /= pi.sum(axis=1, keepdims=True)
+    sig = np.matmul(pi[:, None, :], bt)[:, 0, :]  # distribution of S
+    kr = np.broadcast_to(ring[:, None], mu.shape)
+    excess = np.clip(mu * pdtrc(np.maximum(kr - 1.0, 0.0), mu) - kr * pdtrc(kr, mu), 0.0, None)
+    return ((sig * k).sum(axis=1) * period, (sig * ss).sum(axis=1),
+            (sig * excess).sum(axis=1), pi[:, 0])
+
+
+@functools.cache
+def _borel_tanner_table(n_q: int, n_s: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ρ-free part of log P(S = n | q) (−inf where n < q; q = 0 ⇒ S = 0) and n − q."""
+    q = np.arange(n_q, dtype=float)[:, None]
+    n = np.arange(n_s, dtype=float)[None, :]
+    extra = np.maximum(n - q, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        table = np.log(q) - np.log(n) + extra * np.log(n) - gammaln(extra + 1.0)
+    table = np.where(n >= q, table, -np.inf)
+    table[0, :] = -np.inf
+    table[0, 0] = 0.0  # an empty ring: no drain
+    table.flags.writeable = False
+    return table, extra
+
+
+def _chain_size(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                ring: np.ndarray) -> np.ndarray:
+    """Index of the smallest of CHAIN_SIZES whose states hold the ring content and the
+    drains (the Poisson tail beyond 6 σ, the busy period's beyond 8 σ); −1 if none does."""
+    rho = lam * ws
+    mx = lam * (period + ti)
+    top = mx + 6.0 * np.sqrt(mx) + 2.0
+    qmax = np.minimum(ring, top)
+    free = np.maximum(1.0 - rho, 1e-9)
+    smax = qmax / free + 8.0 * np.sqrt(qmax * rho / free**3) + 2.0
+    out = np.full(lam.shape, -1)
+    for i, (states, drains) in reversed(list(enumerate(CHAIN_SIZES))):
+        fits = (rho < 0.95) & ((ring < states - 1) | (top < states - 1)) & (smax < drains)
+        out[fits] = i
+    return out
+
+
 def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
-                 ring: np.ndarray, _poisson: np.ndarray, cycles: int = 48, skip: int = 8
+                 ring: np.ndarray, _poisson: np.ndarray, delay: np.ndarray, cycles: int = 48,
+                 skip: int = 8
                  ) -> tuple[np.ndarray, ...]:
     """`_passive_map`'s statistics for evenly spaced arrivals, from the cycles themselves.
 
@@ -592,6 +694,7 @@ def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
     rho = lam * ws
     inv = 1.0 / (1.0 - rho)
     ti_t, ws_t = ti / period, ws / period
+    lam_d, d_t = lam * delay, delay / period
     j = np.ones(lam.shape)  # the first tick, one period after the first arrival
     handled = np.zeros(lam.shape)  # packets taken or dropped so far
     taken, dropped, empty = (np.zeros(lam.shape) for _ in range(3))
@@ -605,14 +708,16 @@ def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
         q = arrived - handled
         drop = np.maximum(q - ring, 0.0)
         q -= drop
-        extra = np.maximum(np.floor((a + q * rho - arrived) * inv + 1e-9) + 1.0, 0.0)
-        extra *= q > 0
+        busy = q > 0
+        extra = np.maximum(np.floor((a + busy * lam_d + q * rho - arrived) * inv + 1e-9) + 1.0,
+                           0.0)
+        extra *= busy
         q += extra  # packets this wake-up takes
         handled = arrived + extra
         taken += q
         dropped += drop
         empty += q <= 0
-        j = np.maximum(np.ceil(j + ti_t + q * ws_t - 1e-9), j + 1.0)
+        j = np.maximum(np.ceil(j + ti_t + busy * d_t + q * ws_t - 1e-9), j + 1.0)
     n = cycles - skip
     return (j - j0) * period / n, taken / n, dropped / n, empty / n
 
@@ -642,7 +747,8 @@ def _packets_at_wake(lam: np.ndarray, wm: np.ndarray, tau: np.ndarray,
     return np.where(poisson, pois_n, cbr_n)
 
 
-def _watermark(cx: _Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray) -> _Mode:
+def _watermark(cx: _Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
+               delay: np.ndarray) -> _Mode:
     """Wake at n_w packets; the drain also takes what arrives while it runs (c per wake)."""
     lam, ti, ws, n = cx.lam, cx.ti, cx.ws, cx.n
     g = 1.0 / lam
@@ -650,8 +756,9 @@ def _watermark(cx: _Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray) ->
     by_timeout = timed & (n_wake < wm)
     # evenly spaced arrivals: the drain ends before arrival k+1, the smallest such k
     delta = np.where(by_timeout, tau - (n_wake - 1.0) * g, 0.0)
-    x = (ti + n_wake * ws - g + delta) / np.maximum(g - ws, _TINY)
-    extra = np.where(cx.poisson, lam * (ti + n_wake * ws) / np.clip(1.0 - lam * ws, 1e-6, None),
+    x = (ti + delay + n_wake * ws - g + delta) / np.maximum(g - ws, _TINY)
+    extra = np.where(cx.poisson, lam * (ti + delay + n_wake * ws) / np.clip(1.0 - lam * ws, 1e-6,
+                                                                           None),
                      np.maximum(0.0, np.floor(x + 1e-9) + 1.0))
     c = n_wake + extra
     # wake j comes at packet (j − 1)·c + n_w; what is left after the last one is < n_w
