@@ -170,7 +170,9 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
 
     A member of a phase is a transmission whose packets arrive in it or that still has a
     backlog; interrupts come only from arriving ones. What is queued after the last phase
-    drains with every holder backlogged, re-shared each time one of them empties.
+    drains with every holder backlogged, re-shared each time one of them empties. Rows
+    whose cores keep up in every phase never queue: their shares are sums over the overlap
+    of the arrival spans, in closed form; only the others go through the phases.
     """
     lam = wl.rate[cols]
     wj = w[:, cols]
@@ -180,35 +182,76 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     own = lam * wj + soft
     sq = (lam * wj * wj + soft * wl.ti[cols]) / 2.0
     woken = soft_load[:, cols] * avg * (0.0 if sleeps is None else sleeps[:, cols])
-    cap = cap_q[:, cols]
-    weight = np.where(b.mode[:, cols] == ACTIVE, cap, 1.0)  # requests it can have queued
     same = (b.irq_core[:, cols, None] == b.irq_core[:, None, cols]).astype(float)
     start = wl.start[cols]
     end = start + wl.span[cols]
     edges = np.unique(np.concatenate([start, end]))
-    rho = np.zeros(wj.shape)
-    resid = np.zeros(wj.shape)
-    high = np.zeros(wj.shape)
-    q = np.zeros(wj.shape)
-    q_end = np.zeros(wj.shape)
-    taken_own = np.zeros(wj.shape)
-    dropped = np.zeros(wj.shape)
-    fin = np.broadcast_to(end, wj.shape).copy()  # when the last packet is taken
+    lo, hi = edges[:-1], edges[1:]
+    arriving = ((start[None, :] <= lo[:, None] + _TINY)
+                & (end[None, :] >= hi[:, None] - _TINY)).astype(float)  # (phases, m)
     inflow = wl.n[cols] / np.maximum(wl.span[cols], _TINY)  # n packets over the span
-    for lo, hi in itertools.pairwise(edges):
+    # a core that keeps up in a phase: its members' work and interrupts fit (`_waterfill`)
+    load = np.matmul(same, (inflow * wj + irq + woken)[:, :, None] * arriving.T[None])
+    load -= woken[:, :, None] * arriving.T[None]
+    busy = np.flatnonzero(((load > 1.0 - 1e-9) & (arriving.T[None] > 0)).any(axis=(1, 2)))
+    span = np.maximum(wl.span[cols], _TINY)
+    fluid = wl.span[cols] > 0
+    overlap = np.einsum("ki,kj,k->ij", arriving, arriving, hi - lo)  # s both arrive
+    shared = same * overlap[None]
+    tot = np.matmul(shared, np.stack([irq, own, sq], axis=2))
+    alone = np.diagonal(overlap)
+    out.rho_o[:, cols] = (tot[:, :, 1] - own * alone) / span
+    out.resid[:, cols] = (tot[:, :, 2] - sq * alone) / span
+    out.high[:, cols] = np.where(fluid, tot[:, :, 0] / span, out.high[:, cols])
+    out.delivered[:, cols] = np.where(fluid, wl.n[cols], np.nan)
+    out.q_end[:, cols] = 0.0
+    out.tail[:, cols] = 0.0
+    out.r[:, cols] = np.inf
+    if not busy.size:
+        return
+    cap = cap_q[busy][:, cols]
+    weight = np.where(b.mode[busy][:, cols] == ACTIVE, cap, 1.0)  # requests it can queue
+    rho, resid, high, dropped, q_end, taken_own, fin = _phases(
+        edges, arriving, inflow, end, same[busy], wj[busy], irq[busy], woken[busy],
+        own[busy], sq[busy], cap, weight)
+    rows = busy[:, None]
+    out.rho_o[rows, cols] = rho / span
+    out.resid[rows, cols] = resid / span
+    out.high[rows, cols] = np.where(fluid, high / span, out.high[rows, cols])
+    out.delivered[rows, cols] = np.where(fluid, wl.n[cols] - dropped, np.nan)
+    out.q_end[rows, cols] = q_end
+    out.tail[rows, cols] = np.clip(fin - end, 0.0, None)
+    out.r[rows, cols] = np.where((dropped > 0.5) | (q_end >= 1.0), taken_own / span, np.inf)
+
+
+def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.ndarray,
+            same: np.ndarray, wj: np.ndarray, irq: np.ndarray, woken: np.ndarray,
+            own: np.ndarray, sq: np.ndarray, cap: np.ndarray, weight: np.ndarray
+            ) -> tuple[np.ndarray, ...]:
+    """`_share_host`'s phases, one after the other, for rows whose cores saturate: the
+    others' load, residual work and interrupt load integrated over time, the packets
+    dropped, the queue when the arrivals end, the packets taken while arriving and when
+    the last packet is taken."""
+    rho, resid, high, q, q_end, taken_own, dropped = (np.zeros(wj.shape) for _ in range(7))
+    fin = np.broadcast_to(end, wj.shape).copy()  # when the last packet is taken
+    for k, (lo, hi) in enumerate(itertools.pairwise(edges)):
         length = hi - lo
-        act = ((start <= lo + _TINY) & (end >= hi - _TINY)).astype(float)
+        act = arriving[k]
         member = (act[None, :] > 0) | (q > 0.5)
         if length <= 0 or not member.any():
             continue
         m = same * (member[:, :, None] & member[:, None, :])
-        h = np.einsum("pij,pj->pi", m, irq * act)
-        h_o = np.einsum("pij,pj->pi", m, woken * act) - woken * act
+        # what the members on each one's core add up to: interrupts, the sleeping ones'
+        # wake-ups, load and residual work
+        mine = np.stack([irq * act, woken * act, own * act, sq * act], axis=2)
+        tot = np.matmul(m, mine)
+        h = tot[:, :, 0]
+        h_o = tot[:, :, 1] - mine[:, :, 1]
         # a member with a backlog takes all it can get (round-robin share of the rest)
         demand = np.where(q > 0.5, 1e30, act * inflow)
         rk = _waterfill(m, demand, wj, np.clip(1.0 - h - h_o, 0.0, None), weight)
-        rho += act * (np.einsum("pij,pj->pi", m, own * act) - own * act) * length
-        resid += act * (np.einsum("pij,pj->pi", m, sq * act) - sq * act) * length
+        rho += act * (tot[:, :, 2] - mine[:, :, 2]) * length
+        resid += act * (tot[:, :, 3] - mine[:, :, 3]) * length
         high += act * h * length
         avail = q + act * inflow * length
         taken = np.where(member, np.minimum(avail, rk * length), 0.0)
@@ -222,7 +265,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
         q_end = np.where((act > 0) & (np.abs(end - hi) <= _TINY), q, q_end)
     # after the last arrival: the backlogs drain; rates change each time one empties
     now = np.full((wj.shape[0], 1), edges[-1])
-    for _ in range(cols.size):
+    for _ in range(wj.shape[1]):
         left = q > 0.5
         if not left.any():
             break
@@ -235,15 +278,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
         fin = np.where(empties, now + until, fin)
         q = np.where(empties, 0.0, np.clip(q - np.minimum(rk, 1e300) * step, 0.0, None))
         now = now + step
-    span = np.maximum(wl.span[cols], _TINY)
-    fluid = wl.span[cols] > 0
-    out.rho_o[:, cols] = rho / span
-    out.resid[:, cols] = resid / span
-    out.high[:, cols] = np.where(fluid, high / span, out.high[:, cols])
-    out.delivered[:, cols] = np.where(fluid, wl.n[cols] - dropped, np.nan)
-    out.q_end[:, cols] = q_end
-    out.tail[:, cols] = np.clip(fin - end, 0.0, None)
-    out.r[:, cols] = np.where((dropped > 0.5) | (q_end >= 1.0), taken_own / span, np.inf)
+    return rho, resid, high, dropped, q_end, taken_own, fin
 
 
 def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
@@ -256,7 +291,7 @@ def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
     the sum is piecewise linear with knots at λ_j / weight_j, so with the members sorted by
     that it is read off cumulative sums.
     """
-    need = np.einsum("pij,pj->pi", m, lam * w) > cpu  # cores that cannot keep up
+    need = np.matmul(m, (lam * w)[:, :, None])[:, :, 0] > cpu  # cores that cannot keep up
     rows = np.flatnonzero(need.any(axis=1))
     r = np.full(cpu.shape, np.inf)
     if rows.size:
@@ -613,21 +648,26 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     """
     e = lam.size
     n_q, n_s = dims
-    rho = np.clip(lam * ws, 1e-9, 0.95)
+    rho = np.clip(lam * ws, 1e-6, 0.95)
     ss = np.arange(n_s, dtype=float)
-    table, extra = _borel_tanner_table(n_q, n_s)
-    bt = np.exp(table[None] + extra[None] * np.log(rho)[:, None, None]
-                - rho[:, None, None] * ss[None, None, :])
+    qs = np.arange(n_q, dtype=float)
+    # e^(−ρn) (ρn)^(n−q) q / (n (n−q)!) = table[q, n] · ρ^(−q) · (ρ e^(−ρ))^n
+    log_rho = np.log(rho)[:, None]
+    bt = _borel_tanner_table(n_q, n_s)[None] * (
+        np.exp(-qs[None, :] * log_rho)[:, :, None]
+        * np.exp(ss[None, :] * (log_rho - rho[:, None]))[:, None, :])
     bt /= bt.sum(axis=2, keepdims=True)
     drain = (ss[None, :] > 0) * (delay / (1.0 - rho))[:, None] + ss[None, :] * ws[:, None]
     k = np.maximum(1.0, np.ceil((ti[:, None] + drain) / period[:, None] - 1e-9))
     mu = lam[:, None] * (k * period[:, None] - drain)  # (e, S): mean of the next q
-    x = np.arange(n_q, dtype=float)[None, None, :]
-    pm = np.exp(x * np.log(np.maximum(mu[:, :, None], 1e-300)) - mu[:, :, None]
-                - gammaln(x + 1.0))
+    pm = np.empty((e, n_s, n_q))  # Poisson(mu) over 0 … n_q − 1, by e^(−μ) Π μ/i
+    pm[:, :, 0] = np.exp(-mu)
+    pm[:, :, 1:] = mu[:, :, None] / qs[None, None, 1:]
+    np.cumprod(pm, axis=2, out=pm)
     cap = np.minimum(ring, n_q - 1).astype(np.int64)
-    below = x < cap[:, None, None]
-    pm = np.where(below, pm, 0.0)
+    if (cap < n_q - 1).any():
+        pm *= qs[None, None, :] < cap[:, None, None]
+    pm[np.arange(e)[:, None], np.arange(n_s)[None, :], cap[:, None]] = 0.0
     pm[np.arange(e)[:, None], np.arange(n_s)[None, :], cap[:, None]] = 1.0 - pm.sum(axis=2)
     move = np.matmul(bt, pm)
     # π (M − I) = 0 with Σπ = 1 (the last equation replaced)
@@ -645,18 +685,19 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
 
 
 @functools.cache
-def _borel_tanner_table(n_q: int, n_s: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ρ-free part of log P(S = n | q) (−inf where n < q; q = 0 ⇒ S = 0) and n − q."""
+def _borel_tanner_table(n_q: int, n_s: int) -> np.ndarray:
+    """The ρ-free part of P(S = n | q): q/n · n^(n−q) / (n − q)! (0 where n < q; q = 0 ⇒
+    S = 0)."""
     q = np.arange(n_q, dtype=float)[:, None]
     n = np.arange(n_s, dtype=float)[None, :]
     extra = np.maximum(n - q, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        table = np.log(q) - np.log(n) + extra * np.log(n) - gammaln(extra + 1.0)
-    table = np.where(n >= q, table, -np.inf)
-    table[0, :] = -np.inf
-    table[0, 0] = 0.0  # an empty ring: no drain
+        table = np.exp(np.log(q) - np.log(n) + extra * np.log(n) - gammaln(extra + 1.0))
+    table = np.where(n >= q, table, 0.0)
+    table[0, :] = 0.0
+    table[0, 0] = 1.0  # an empty ring: no drain
     table.flags.writeable = False
-    return table, extra
+    return table
 
 
 def _chain_size(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
