@@ -533,7 +533,7 @@ def _passive(cx: _Ctx, period: np.ndarray, delay: np.ndarray) -> _Mode:
     for i, dims in enumerate(CHAIN_SIZES):
         # in chunks that keep the (elements, states, drains) arrays in cache
         sel = np.flatnonzero(size == i)
-        step = max(1, 2**17 // (dims[0] * dims[1]))
+        step = max(1, 2**18 // (dims[0] * dims[1]))
         parts += [(sel[j:j + step], functools.partial(_passive_chain, dims=dims))
                   for j in range(0, sel.size, step)]
     for sel, fn in parts:
@@ -651,37 +651,40 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     rho = np.clip(lam * ws, 1e-6, 0.95)
     ss = np.arange(n_s, dtype=float)
     qs = np.arange(n_q, dtype=float)
-    # e^(−ρn) (ρn)^(n−q) q / (n (n−q)!) = table[q, n] · ρ^(−q) · (ρ e^(−ρ))^n
-    log_rho = np.log(rho)[:, None]
-    bt = _borel_tanner_table(n_q, n_s)[None] * (
-        np.exp(-qs[None, :] * log_rho)[:, :, None]
-        * np.exp(ss[None, :] * (log_rho - rho[:, None]))[:, None, :])
-    bt /= bt.sum(axis=2, keepdims=True)
+    # P(S = n | q) = table[q, n] · ρ^(−q) · (ρ e^(−ρ))^n: row q normalised, ρ^(−q) cancels
+    table = _borel_tanner_table(n_q, n_s)
+    v = np.exp(ss[None, :] * (np.log(rho) - rho)[:, None])  # (e, S)
+    norm = np.matmul(v, table.T)  # (e, Q): Σ_n table[q, n] v[n]
     drain = (ss[None, :] > 0) * (delay / (1.0 - rho))[:, None] + ss[None, :] * ws[:, None]
     k = np.maximum(1.0, np.ceil((ti[:, None] + drain) / period[:, None] - 1e-9))
     mu = lam[:, None] * (k * period[:, None] - drain)  # (e, S): mean of the next q
-    pm = np.empty((e, n_s, n_q))  # Poisson(mu) over 0 … n_q − 1, by e^(−μ) Π μ/i
-    pm[:, :, 0] = np.exp(-mu)
-    pm[:, :, 1:] = mu[:, :, None] / qs[None, None, 1:]
-    np.cumprod(pm, axis=2, out=pm)
+    pm = np.empty((e, n_q, n_s))  # Poisson(mu) of the next q = 0 … n_q − 1, by e^(−μ) Π μ/i
+    pm[:, 0, :] = np.exp(-mu)
+    for i in range(1, n_q):
+        np.multiply(pm[:, i - 1, :], mu / i, out=pm[:, i, :])
     cap = np.minimum(ring, n_q - 1).astype(np.int64)
     if (cap < n_q - 1).any():
-        pm *= qs[None, None, :] < cap[:, None, None]
-    pm[np.arange(e)[:, None], np.arange(n_s)[None, :], cap[:, None]] = 0.0
-    pm[np.arange(e)[:, None], np.arange(n_s)[None, :], cap[:, None]] = 1.0 - pm.sum(axis=2)
-    move = np.matmul(bt, pm)
-    # π (M − I) = 0 with Σπ = 1 (the last equation replaced)
-    lhs = np.transpose(move, (0, 2, 1)) - np.eye(n_q)[None]
+        pm *= (qs[None, :] < cap[:, None])[:, :, None]
+    pm[np.arange(e), cap, :] = 0.0
+    pm[np.arange(e), cap, :] = 1.0 - pm.sum(axis=1)
+    # the transition matrix transposed, M[q, x] = Σ_n P(S = n | q) · P(next = x | S = n),
+    # and π (M − I) = 0 with Σπ = 1 (the last equation replaced)
+    lhs = np.matmul(pm * v[:, None, :], table.T) / norm[:, None, :] - np.eye(n_q)[None]
     lhs[:, -1, :] = 1.0
     rhs = np.zeros((e, n_q, 1))
     rhs[:, -1, 0] = 1.0
     pi = np.clip(np.linalg.solve(lhs, rhs)[..., 0], 0.0, None)
     pi /= pi.sum(axis=1, keepdims=True)
-    sig = np.matmul(pi[:, None, :], bt)[:, 0, :]  # distribution of S
-    kr = np.broadcast_to(ring[:, None], mu.shape)
-    excess = np.clip(mu * pdtrc(np.maximum(kr - 1.0, 0.0), mu) - kr * pdtrc(kr, mu), 0.0, None)
-    return ((sig * k).sum(axis=1) * period, (sig * ss).sum(axis=1),
-            (sig * excess).sum(axis=1), pi[:, 0])
+    sig = np.matmul(pi / norm, table) * v  # distribution of S
+    dropped = np.zeros(e)
+    small = np.flatnonzero(cap < n_q - 1)  # else the ring is beyond the Poisson tail
+    if small.size:
+        kr = np.broadcast_to(ring[small, None], mu[small].shape)
+        mu_s = mu[small]
+        excess = np.clip(mu_s * pdtrc(np.maximum(kr - 1.0, 0.0), mu_s) - kr * pdtrc(kr, mu_s),
+                         0.0, None)
+        dropped[small] = (sig[small] * excess).sum(axis=1)
+    return (sig * k).sum(axis=1) * period, (sig * ss).sum(axis=1), dropped, pi[:, 0]
 
 
 @functools.cache
