@@ -288,8 +288,8 @@ def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
     A consumer has one request queued at a time (round-robin per packet), active_wait one
     per packet in its backlog, so past saturation it gets `weight` (its backlog) times the
     others' rate. r_i = weight_i·L where L solves Σ_j m_ij·min(λ_j, weight_j·L)·w_j = cpu_i;
-    the sum is piecewise linear with knots at λ_j / weight_j, so with the members sorted by
-    that it is read off cumulative sums.
+    the sum is piecewise linear with knots at λ_j / weight_j: evaluated at every knot, the
+    highest knot below cpu_i fixes who is served in full and who shares the rest.
     """
     need = np.matmul(m, (lam * w)[:, :, None])[:, :, 0] > cpu  # cores that cannot keep up
     rows = np.flatnonzero(need.any(axis=1))
@@ -302,22 +302,16 @@ def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
 def _waterfill_rows(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
                     weight: np.ndarray) -> np.ndarray:
     key = lam / weight
-    order = np.argsort(key, axis=1)
-    ks = np.take_along_axis(key, order, 1)[:, None, :]
-
-    def sort(x: np.ndarray) -> np.ndarray:
-        return np.take_along_axis(m * x[:, None, :], order[:, None, :], 2)
-
-    cum_load = np.cumsum(sort(lam * w), axis=2)
-    cum_w = np.cumsum(sort(weight * w), axis=2)
-    suf_w = cum_w[:, :, -1:] - cum_w
-    f = cum_load + ks * suf_w  # at each knot
-    k = (f <= cpu[:, :, None]).sum(axis=2)  # knots below the level
-    idx = np.clip(k - 1, 0, None)[:, :, None]
-    base = np.where(k > 0, np.take_along_axis(cum_load, idx, 2)[:, :, 0], 0.0)
-    rest = np.where(k > 0, np.take_along_axis(suf_w, idx, 2)[:, :, 0], cum_w[:, :, -1])
+    # the sum at every knot L = key_k: f[p, i, k] = Σ_j m_ij·min(λ_j, weight_j·key_k)·w_j
+    f = np.matmul(m, np.minimum(lam[:, :, None], weight[:, :, None] * key[:, None, :])
+                  * w[:, :, None])
+    # the highest knot below the level; the members whose knots are above it share the rest
+    top = np.where(f <= cpu[:, :, None], key[:, None, :], -np.inf).max(axis=2)
+    full = m * (key[:, None, :] <= top[:, :, None])
+    base = np.matmul(full, (lam * w)[:, :, None])[:, :, 0]
+    rest = np.matmul(m - full, (weight * w)[:, :, None])[:, :, 0]
     r = weight * np.where(rest > 0, (cpu - base) / np.maximum(rest, _TINY), np.inf)
-    return np.where((k < lam.shape[1]) & (lam > r), r, np.inf)
+    return np.where(lam > r, r, np.inf)
 
 
 def _poisson_excess(mu: np.ndarray, k: np.ndarray) -> np.ndarray:
