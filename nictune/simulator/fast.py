@@ -10,9 +10,12 @@ How each mode is modelled (docs/engines.md has the derivations and the fidelity 
   shared host the time axis is cut into phases and the rest is water-filled between the
   transmissions (`_core_share`); a saturated consumer gets r packets/s, its queue overflows;
 - active_wait: one interrupt per packet; receive livelock r = (1 − λ·Ti)/w;
-- passive_wait: an iterated cycle map — a drain of the q packets a tick finds, the next
-  tick ⌈(Ti + drain)/T⌉ periods later, q refilled and capped by the ring (Poisson: the
-  expectation over q, E[min(X, R)]); empty wake-ups are ticks whose window holds nothing;
+- passive_wait: a cycle — a drain of the q packets a tick finds, the next tick
+  ⌈(Ti + drain)/T⌉ periods later, q refilled and capped by the ring: followed packet by
+  packet for cbr, the stationary distribution of a Markov chain on q for Poisson with a few
+  packets per tick (`_passive_chain`), an iterated fluid map otherwise; on a shared core a
+  drain first waits for the others' queued work; empty wake-ups are ticks whose window
+  holds nothing;
 - watermark: a wake at n_w packets (W, or what arrives within the timeout), the drain picks
   up the arrivals that come while it runs (exact integer count for cbr), the rest below the
   watermark after the last wake is stranded when there is no timeout;
@@ -46,7 +49,8 @@ METRIC_KEYS = ("packets_offered", "packets_delivered", "packets_dropped", "packe
 POISSON, ONOFF = ARRIVALS.index("poisson"), ARRIVALS.index("onoff")
 _PLACE = np.array([PLACEMENT_COST[p] for p in PLACEMENTS])
 _TINY = 1e-12
-CHAIN_SIZES = ((8, 24), (16, 64), (40, 160))  # (ring states, drain lengths) of the chains
+# (ring states, drain lengths) of the passive_wait chains, smallest first
+CHAIN_SIZES = ((8, 24), (16, 48), (24, 80), (32, 120), (40, 160))
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,11 @@
 A small version of benchmarks/fidelity.py (fixed seed, exact DES runs), so the engines
 cannot drift apart unnoticed. The issue's bounds — median ≤ 2 %, 95th percentile ≤ 5 % of
 the relative error — hold for throughput on every row and for interrupts on one host
-(benchmarks/fidelity.py over 500 cases: p95 2.3 % and 3.6 %). For passive_wait's interrupt
-count with Poisson or onoff arrivals (a cycle of ⌈(Ti + drain)/T⌉ periods driven by
-noise) and for shared cores (interleaved drains of batched consumers, see docs/engines.md)
-the median is ≈ 0 but the tail is long (95th percentile 16–20 %), and on this short grid
-(6 000 packets) one-host passive_wait is noisier still; those rows are held to a looser
-bound (median ≤ 2 %, 75th percentile ≤ 10 %) that still catches a regression.
+(benchmarks/fidelity.py over 500 cases: p95 2.3 % and 2.0 %). For shared cores
+(interleaved drains of batched consumers, see docs/engines.md) the median is ≈ 0 but the
+tail is long (95th percentile 17 %), and on this short grid (6 000 packets, a few hundred
+wake-ups) one-host passive_wait is noisy; those rows are held to a looser bound (median
+≤ 2 %, 75th percentile ≤ 6 %) that still catches a regression. CPU busy time: p95 ≤ 5 %.
 """
 
 from __future__ import annotations
@@ -56,12 +55,12 @@ def test_interrupts_of_passive_wait_and_shared_cores_stay_close(rows: list[dict]
     """A regression guard, not the issue's bound: the tail here is documented (engines.md)."""
     rest = np.asarray([r["errors"]["interrupts"] for r in rows
                        if r["kind"] == "shared" or r["des"]["setting"]["mode"] == "passive_wait"])
-    assert np.median(rest) <= 0.02 and np.percentile(rest, 75) <= 0.10, np.percentile(
+    assert np.median(rest) <= 0.02 and np.percentile(rest, 75) <= 0.06, np.percentile(
         rest, [50, 75, 95])
 
 
 def test_cpu_and_drops_agree(rows: list[dict]) -> None:
     median, p95 = stats([r["errors"]["cpu"] for r in rows])
-    assert median <= 0.02 and p95 <= 0.10, (median, p95)
+    assert median <= 0.02 and p95 <= 0.05, (median, p95)
     median, p95 = stats([r["errors"]["drops"] for r in rows])
     assert median <= 0.01 and p95 <= 0.03, (median, p95)
