@@ -80,9 +80,14 @@ def measure(rx: Receiver, sender: Connection, spec: traffic.TrafficSpec,
     rx.conn.run(f"rm -f {shlex.quote(ready)} {shlex.quote(out)}; nohup {shlex.join(argv)} "
                 f"> {shlex.quote(out + '.log')} 2>&1 < /dev/null &", check=True)
     _wait_for(rx.conn, ready, 30, "the agent's ready file", also=out)
-    res = sender.run(traffic.hping3_command(spec), timeout=timeout)
-    sent = traffic.parse_hping3(res.stdout, res.stderr, res.rc, spec)
-    _wait_for(rx.conn, out, timeout, "the agent's result")
+    try:
+        res = sender.run(traffic.hping3_command(spec), timeout=timeout)
+        sent = traffic.parse_hping3(res.stdout, res.stderr, res.rc, spec)
+        _wait_for(rx.conn, out, timeout, "the agent's result")
+    except RunError:
+        # stop this run's agent (its pid is in the ready file) rather than let it wait
+        rx.conn.run(f"kill $(cat {shlex.quote(ready)}) 2>/dev/null; rm -f {shlex.quote(ready)}")
+        raise
     text = rx.conn.read_file(out, missing_ok=False) or ""
     rx.conn.run(["rm", "-f", ready, out, out + ".log"])
     try:

@@ -7,7 +7,9 @@ rate becomes hping3's `-i uN` interval. hping3 prints its summary ("N packets
 transmitted, ...") on stderr. The command is wrapped with `date +%s.%N` before and
 after, so the sender's wall time is measured on the sender itself; in count mode hping3
 waits one second for replies after the last packet (its COUNTREACHED_TIMEOUT), which is
-taken off the sending time.
+taken off the sending time. hping3 exits with 1 when no reply came back (the receiver's
+ICMP port-unreachable answers are rate limited): with a parsed summary that is not a
+failure of the run.
 """
 
 from __future__ import annotations
@@ -117,7 +119,8 @@ def parse_hping3(stdout: str, stderr: str, rc: int, spec: TrafficSpec) -> Sender
         raise RunError(f"hping3 to {spec.target} failed: {reason}")
     transmitted, received = int(match.group(1)), int(match.group(2))
     flood_ok = spec.interval_us == 0 and rc == 124  # timeout ended the flood, as intended
-    if rc != 0 and not flood_ok:
+    no_replies = rc == 1 and received == 0  # hping3 exits 1 when nothing answered
+    if rc != 0 and not flood_ok and not no_replies:
         raise RunError(f"hping3 to {spec.target} exited with {rc} after {transmitted} packets")
     wall = stamps[-1] - stamps[0]
     duration = wall - LINGER_S if spec.interval_us else wall

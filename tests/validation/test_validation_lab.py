@@ -101,3 +101,17 @@ def test_a_deployed_host_gets_its_deployment_back(lab, tmp_path: Path) -> None:
             assert read_knobs(probe_host(conn)) == deployed  # not rolled back to pre-nictune
     finally:
         assert main(["rollback", "--inventory", str(lab.inventory), "--hosts", "rx2"]) == 0
+
+
+def test_a_sender_without_a_route_fails_with_exit_1_and_restores(
+        lab, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    config = load_config(lab.config)
+    save_plan(plan_for(config, {"t-rx2": NicSetting("active_wait")}), tmp_path / "plan.yaml")
+    code = main(["validate", str(tmp_path / "plan.yaml"), "--inventory", str(lab.inventory),
+                 "--sender", "rx1", "--repeats", "1", "--scale", "0.01"])
+    assert code == 1
+    assert "hping3" in capsys.readouterr().err
+    assert not [p for p in (lab.dir / ".nictune" / "snapshots").glob("rx2*.json")
+                if "rolled-back" not in p.name]
+    procs = lab.exec("rx2", ["ps", "-eo", "args"]).stdout
+    assert f"{lab.host('rx2').root}/tmp/nictune-validate/agent.py" not in procs  # stopped

@@ -73,6 +73,15 @@ def test_parse_real_flood_run() -> None:
     assert res.transmitted > 1000 and res.duration_s == pytest.approx(res.wall_s)
 
 
+def test_no_replies_is_not_a_failure() -> None:
+    raw, spec = capture("count")
+    stderr = raw["stderr"].replace(", 5 packets received", ", 0 packets received")
+    assert ", 0 packets received" in stderr
+    assert traffic.parse_hping3(raw["stdout"], stderr, 1, spec).transmitted == 500
+    with pytest.raises(RunError, match="exited with 1"):
+        traffic.parse_hping3(raw["stdout"], raw["stderr"], 1, spec)
+
+
 @pytest.mark.parametrize("name, reason", [("unreachable", "output interface"),
                                           ("badhost", "Unable to resolve")])
 def test_failed_runs_raise_with_hping3s_reason(name: str, reason: str) -> None:
