@@ -524,7 +524,9 @@ def _passive(cx: _Ctx, period: np.ndarray, delay: np.ndarray) -> _Mode:
     lam, ti, ws, ring = cx.lam, cx.ti, cx.ws, cx.ring
     # evenly spaced arrivals: follow the cycles packet by packet; otherwise the fluid map
     even = ~cx.poisson & ~cx.onoff & (lam * ws < 0.95)
-    size = np.where(cx.poisson, _chain_size(lam, ws, ti, period, ring), -1)
+    size = np.full(lam.shape, -1)
+    po = np.flatnonzero(cx.poisson)
+    size[po] = _chain_size(lam[po], ws[po], ti[po], period[po], ring[po])
     cycle, taken, dropped, p_empty = (np.zeros(lam.shape) for _ in range(4))
     parts = [(np.flatnonzero(even), _passive_cbr), (np.flatnonzero(~even & (size < 0)),
                                                       _passive_map)]
@@ -737,6 +739,7 @@ def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
     inv = 1.0 / (1.0 - rho)
     ti_t, ws_t = ti / period, ws / period
     lam_d, d_t = lam * delay, delay / period
+    waits = bool(delay.any())  # shared cores only
     j = np.ones(lam.shape)  # the first tick, one period after the first arrival
     handled = np.zeros(lam.shape)  # packets taken or dropped so far
     taken, dropped, empty = (np.zeros(lam.shape) for _ in range(3))
@@ -751,15 +754,16 @@ def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
         drop = np.maximum(q - ring, 0.0)
         q -= drop
         busy = q > 0
-        extra = np.maximum(np.floor((a + busy * lam_d + q * rho - arrived) * inv + 1e-9) + 1.0,
-                           0.0)
+        start = a + busy * lam_d if waits else a
+        extra = np.maximum(np.floor((start + q * rho - arrived) * inv + 1e-9) + 1.0, 0.0)
         extra *= busy
         q += extra  # packets this wake-up takes
         handled = arrived + extra
         taken += q
         dropped += drop
-        empty += q <= 0
-        j = np.maximum(np.ceil(j + ti_t + busy * d_t + q * ws_t - 1e-9), j + 1.0)
+        empty += ~busy
+        end = j + ti_t + busy * d_t if waits else j + ti_t
+        j = np.maximum(np.ceil(end + q * ws_t - 1e-9), j + 1.0)
     n = cycles - skip
     return (j - j0) * period / n, taken / n, dropped / n, empty / n
 
