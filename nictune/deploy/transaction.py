@@ -484,6 +484,18 @@ def restore_host(conn: Connection, host: HostInventory, opts: Options | None = N
     return result
 
 
+def apply_knobs(conn: Connection, host: HostInventory, knobs: dict[str, Any]) -> HostResult:
+    """Set the host's knobs back to `knobs` (as `read_knobs` gave them), transactionally.
+
+    For callers that saved a host's state themselves (validation returns a host that had a
+    nictune deployment to it); the original snapshot is left as it is."""
+    probe = probe_host(conn)
+    ctx = HostContext(host, probe, knobs, {})
+    changes, notes = plan_changes(ctx, read_knobs(probe), targets=knobs)
+    return _transact(conn, ctx, changes, notes, Options(allow_mgmt_iface=True), "restore",
+                     time.monotonic())
+
+
 def confirm_host(conn: Connection, host: HostInventory) -> HostResult:
     """Disarm the timer of a `--confirm-timeout` deploy: the change stays."""
     started = time.monotonic()

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nictune.deploy import transaction as tx
-from nictune.deploy.backends import HostContext
 from nictune.deploy.inventory import HostInventory, Inventory, check_plan_nics
 from nictune.deploy.probe import capture_profile_path, probe_host
 from nictune.deploy.transport import Connection
@@ -66,11 +65,7 @@ def _put_back(h: _Host) -> tx.HostResult:
     """Return a receiver to its pre-validation state (see the module docstring)."""
     if not h.had_snapshot:
         return tx.restore_host(h.conn, h.host)
-    probe = probe_host(h.conn)
-    ctx = HostContext(h.host, probe, h.before, {})
-    changes, notes = tx.plan_changes(ctx, tx.read_knobs(probe), targets=h.before)
-    return tx._transact(h.conn, ctx, changes, notes, tx.Options(allow_mgmt_iface=True),
-                        "restore", time.monotonic())
+    return tx.apply_knobs(h.conn, h.host, h.before)
 
 
 @contextlib.contextmanager
