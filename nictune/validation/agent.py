@@ -54,6 +54,7 @@ SOL_PACKET, PACKET_RX_RING, PACKET_STATISTICS, PACKET_VERSION = 263, 5, 6, 10
 TPACKET_V2, TPACKET_V3 = 1, 2
 TP_STATUS_USER = 1
 SO_ATTACH_FILTER = 26
+SO_BUSY_POLL, SO_PREFER_BUSY_POLL = 46, 69  # <asm-generic/socket.h>
 ETH_P_IP = 0x0800
 PAGE = mmap.PAGESIZE
 V3_BLOCK_HEADER = 48  # struct tpacket_block_desc, 8-aligned, no private area
@@ -197,8 +198,21 @@ class PacketRing(Capture):
         self.ring = mmap.mmap(self.sock.fileno(), self.block_size * self.block_nr,
                               mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.sock.bind((args.iface, ETH_P_IP))
+        if args.mode == "busy_poll" and args.busy_poll_us > 0:
+            self._socket_busy_poll(args.busy_poll_us)
         self.poller = select.poll()
         self.poller.register(self.sock.fileno(), select.POLLIN | select.POLLERR)
+
+    def _socket_busy_poll(self, usecs: int) -> None:
+        """Per-socket kernel busy polling (the deployer's fallback where the net.core
+        sysctls are absent); each option that the kernel refuses is noted, not hidden."""
+        for name, level, value in (("SO_BUSY_POLL", SO_BUSY_POLL, usecs),
+                                   ("SO_PREFER_BUSY_POLL", SO_PREFER_BUSY_POLL, 1)):
+            try:
+                self.sock.setsockopt(socket.SOL_SOCKET, level, value)
+                self.params[name.lower()] = value
+            except OSError as exc:
+                self.notes.append(f"{name} not set: {exc.strerror}")
 
     def _setup_v2(self) -> None:
         a = self.args
@@ -450,6 +464,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--watermark", type=int)
     p.add_argument("--watermark-timeout", type=float, help="seconds")
     p.add_argument("--poll-interval", type=float, help="seconds")
+    p.add_argument("--busy-poll-us", type=int,
+                   help="busy_poll: SO_BUSY_POLL microseconds (default: the profile's)")
     p.add_argument("--packet-size", type=int, default=1500, help="IP packet size (bytes)")
     p.add_argument("--snaplen", type=int, default=2048)
     p.add_argument("--count", type=int, default=0, help="stop after this many packets")
@@ -477,7 +493,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     defaults = {"ring_slots": pick("ring_slots", default=4096),
                 "watermark": pick("watermark", default=128),
                 "watermark_timeout": pick("watermark_timeout_s", default=0.5),
-                "poll_interval": pick("poll_interval_s", default=0.001)}
+                "poll_interval": pick("poll_interval_s", default=0.001),
+                "busy_poll_us": pick("busy_poll_us", default=0)}
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)

@@ -98,7 +98,7 @@ def results(veth: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> d
         "watermark": run_agent(veth, tmp, "watermark", "--watermark", "64",
                                "--watermark-timeout", "0.05"),
         "passive_wait": run_agent(veth, tmp, "passive_wait", "--poll-interval", "0.01"),
-        "busy_poll": run_agent(veth, tmp, "busy_poll"),
+        "busy_poll": run_agent(veth, tmp, "busy_poll", "--busy-poll-us", "50"),
     }
 
 
@@ -123,6 +123,8 @@ def test_wakeups_differ_by_mode(results: dict) -> None:
     busy = results["busy_poll"]
     assert busy["voluntary_switches"] == 0  # it spins: never sleeps
     assert busy["cpu_s"] > 3 * results["watermark"]["cpu_s"]
+    # the deployer's fallback where net.core.busy_* are absent: per-socket busy polling
+    assert (busy["ring"]["so_busy_poll"], busy["ring"]["so_prefer_busy_poll"]) == (50, 1)
 
 
 def test_watermark_without_timeout_strands_the_tail(veth: dict[str, str],
