@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-DEB_PACKAGES := hping3 openssh-server openssh-client ethtool iproute2 procps gcc libc6-dev python3
+DEB_PACKAGES := hping3 openssh-server openssh-client ethtool iproute2 procps gcc libc6-dev python3 sudo
 PYTEST_ARGS ?=
 
 .PHONY: run test unit integration bench lint deb clean
