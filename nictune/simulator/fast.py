@@ -652,24 +652,25 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     ss = np.arange(n_s, dtype=float)
     qs = np.arange(n_q, dtype=float)
     # P(S = n | q) = table[q, n] · ρ^(−q) · (ρ e^(−ρ))^n: row q normalised, ρ^(−q) cancels
-    table = _borel_tanner_table(n_q, n_s)
+    table, table_t = _borel_tanner_table(n_q, n_s)
     v = np.exp(ss[None, :] * (np.log(rho) - rho)[:, None])  # (e, S)
-    norm = np.matmul(v, table.T)  # (e, Q): Σ_n table[q, n] v[n]
+    norm = np.matmul(v, table_t)  # (e, Q): Σ_n table[q, n] v[n]
     drain = (ss[None, :] > 0) * (delay / (1.0 - rho))[:, None] + ss[None, :] * ws[:, None]
     k = np.maximum(1.0, np.ceil((ti[:, None] + drain) / period[:, None] - 1e-9))
     mu = lam[:, None] * (k * period[:, None] - drain)  # (e, S): mean of the next q
-    pm = np.empty((e, n_q, n_s))  # Poisson(mu) of the next q = 0 … n_q − 1, by e^(−μ) Π μ/i
-    pm[:, 0, :] = np.exp(-mu)
-    for i in range(1, n_q):
-        np.multiply(pm[:, i - 1, :], mu / i, out=pm[:, i, :])
+    # v[n] · Poisson(mu[n]) of the next q = 0 … n_q − 1, by v e^(−μ) Π μ/i
+    pm = np.empty((e, n_q, n_s))
+    pm[:, 0, :] = v * np.exp(-mu)
+    np.divide(mu[:, None, :], qs[1:, None], out=pm[:, 1:, :])
+    np.cumprod(pm, axis=1, out=pm)
     cap = np.minimum(ring, n_q - 1).astype(np.int64)
     if (cap < n_q - 1).any():
         pm *= (qs[None, :] < cap[:, None])[:, :, None]
     pm[np.arange(e), cap, :] = 0.0
-    pm[np.arange(e), cap, :] = 1.0 - pm.sum(axis=1)
+    pm[np.arange(e), cap, :] = v - pm.sum(axis=1)  # the ring holds at most cap
     # the transition matrix transposed, M[q, x] = Σ_n P(S = n | q) · P(next = x | S = n),
     # and π (M − I) = 0 with Σπ = 1 (the last equation replaced)
-    lhs = np.matmul(pm * v[:, None, :], table.T) / norm[:, None, :] - np.eye(n_q)[None]
+    lhs = np.matmul(pm, table_t) / norm[:, None, :] - np.eye(n_q)[None]
     lhs[:, -1, :] = 1.0
     rhs = np.zeros((e, n_q, 1))
     rhs[:, -1, 0] = 1.0
@@ -688,9 +689,9 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
 
 
 @functools.cache
-def _borel_tanner_table(n_q: int, n_s: int) -> np.ndarray:
+def _borel_tanner_table(n_q: int, n_s: int) -> tuple[np.ndarray, np.ndarray]:
     """The ρ-free part of P(S = n | q): q/n · n^(n−q) / (n − q)! (0 where n < q; q = 0 ⇒
-    S = 0)."""
+    S = 0), and its transpose (contiguous)."""
     q = np.arange(n_q, dtype=float)[:, None]
     n = np.arange(n_s, dtype=float)[None, :]
     extra = np.maximum(n - q, 0.0)
@@ -699,8 +700,9 @@ def _borel_tanner_table(n_q: int, n_s: int) -> np.ndarray:
     table = np.where(n >= q, table, 0.0)
     table[0, :] = 0.0
     table[0, 0] = 1.0  # an empty ring: no drain
-    table.flags.writeable = False
-    return table
+    table_t = table.T.copy()
+    table.flags.writeable = table_t.flags.writeable = False
+    return table, table_t
 
 
 def _chain_size(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
