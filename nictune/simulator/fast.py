@@ -238,21 +238,27 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
     the last packet is taken."""
     rho, resid, high, q, q_end, taken_own, dropped = (np.zeros(wj.shape) for _ in range(7))
     fin = np.broadcast_to(end, wj.shape).copy()  # when the last packet is taken
+    per = np.stack([irq, woken, own, sq], axis=2)
+    ends = np.abs(end[None, :] - edges[1:, None]) <= _TINY  # (phases, m)
     for k, (lo, hi) in enumerate(itertools.pairwise(edges)):
         length = hi - lo
         act = arriving[k]
         member = (act[None, :] > 0) | (q > 0.5)
         if length <= 0 or not member.any():
             continue
-        m = same * (member[:, :, None] & member[:, None, :])
+        backlog = q > 0.5
+        if backlog.any():
+            m = same * (member[:, :, None] & member[:, None, :])
+        else:
+            m = same * (act[:, None] * act[None, :])
         # what the members on each one's core add up to: interrupts, the sleeping ones'
         # wake-ups, load and residual work
-        mine = np.stack([irq * act, woken * act, own * act, sq * act], axis=2)
+        mine = per * act[None, :, None]
         tot = np.matmul(m, mine)
         h = tot[:, :, 0]
         h_o = tot[:, :, 1] - mine[:, :, 1]
         # a member with a backlog takes all it can get (round-robin share of the rest)
-        demand = np.where(q > 0.5, 1e30, act * inflow)
+        demand = np.where(backlog, 1e30, act * inflow)
         rk = _waterfill(m, demand, wj, np.clip(1.0 - h - h_o, 0.0, None), weight)
         rho += act * (tot[:, :, 2] - mine[:, :, 2]) * length
         resid += act * (tot[:, :, 3] - mine[:, :, 3]) * length
@@ -260,13 +266,13 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
         avail = q + act * inflow * length
         taken = np.where(member, np.minimum(avail, rk * length), 0.0)
         # a backlog left after the arrivals empties inside this phase
-        empties = (act == 0) & (q > 0.5) & (taken >= avail - 1e-9)
+        empties = (act == 0) & backlog & (taken >= avail - 1e-9)
         fin = np.where(empties, lo + q / np.maximum(np.minimum(rk, 1e300), _TINY), fin)
         fin = np.where(empties & ~np.isfinite(rk), lo, fin)
         taken_own += act * taken
         dropped += np.clip(avail - taken - cap, 0.0, None)
         q = np.minimum(avail - taken, cap)
-        q_end = np.where((act > 0) & (np.abs(end - hi) <= _TINY), q, q_end)
+        q_end = np.where((act > 0) & ends[k], q, q_end)
     # after the last arrival: the backlogs drain; rates change each time one empties
     now = np.full((wj.shape[0], 1), edges[-1])
     for _ in range(wj.shape[1]):
