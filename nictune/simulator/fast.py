@@ -398,6 +398,12 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     n_wake = np.ones(shape)
     n_wake[wat] = _packets_at_wake(np.broadcast_to(lam, shape)[wat], wm[wat], tau[wat],
                                    np.broadcast_to(poisson, shape)[wat])
+    onoff_wat = wat & (wl.arrival == ONOFF)[None, :] & (tau > 0)
+    if onoff_wat.any():
+        n_wake[onoff_wat] = _onoff_packets_at_wake(
+            *(np.broadcast_to(a[None, :], shape)[onoff_wat]
+              for a in (wl.local, wl.per_burst, wl.cycle)),
+            wm[onoff_wat], tau[onoff_wat])
     # interrupt load while arriving: active_wait's is "hard" (it preempts everything); the
     # batched modes pay Ti once per cycle and self-regulate ("soft", `_core_share`)
     cap_q = np.where(act, wl.backlog[None, :], b.ring_slots)
@@ -801,6 +807,17 @@ def _packets_at_wake(lam: np.ndarray, wm: np.ndarray, tau: np.ndarray,
     return np.where(poisson, pois_n, cbr_n)
 
 
+def _onoff_packets_at_wake(local: np.ndarray, per_burst: np.ndarray, cycle: np.ndarray,
+                           wm: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """Packets queued when a timeout that starts at a burst's first packet fires: the
+    whole bursts within τ, then what the burst rate brings in the rest (a timeout may span
+    many on/off cycles, so the burst rate alone would overcount)."""
+    k = np.floor(tau / cycle + 1e-9)
+    rest = tau - k * cycle
+    return np.minimum(wm, k * per_burst + np.minimum(per_burst,
+                                                     1.0 + np.floor(rest * local + 1e-9)))
+
+
 def _watermark(cx: _Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
                delay: np.ndarray) -> _Mode:
     """Wake at n_w packets; the drain also takes what arrives while it runs (c per wake)."""
@@ -809,7 +826,7 @@ def _watermark(cx: _Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     timed = tau > 0
     by_timeout = timed & (n_wake < wm)
     # evenly spaced arrivals: the drain ends before arrival k+1, the smallest such k
-    delta = np.where(by_timeout, tau - (n_wake - 1.0) * g, 0.0)
+    delta = np.where(by_timeout, tau - cx.time_of(n_wake), 0.0)
     x = (ti + delay + n_wake * ws - g + delta) / np.maximum(g - ws, _TINY)
     extra = np.where(cx.poisson, lam * (ti + delay + n_wake * ws) / np.clip(1.0 - lam * ws, 1e-6,
                                                                            None),

@@ -228,3 +228,18 @@ def test_engine_interface_and_json_keys(rack: Config) -> None:
 
 def test_costs_default_matches_the_model() -> None:
     assert Costs().irq == TI and Costs().per_packet == TP
+
+
+@pytest.mark.parametrize(("wm", "tau"), [(9669, 0.49), (2000, 0.3), (500, 0.05)])
+def test_onoff_watermark_timeout_spanning_many_bursts_agrees_with_des(wm: int,
+                                                                      tau: float) -> None:
+    """A timeout longer than an on/off cycle lets whole bursts in, not burst-rate packets."""
+    raw = {"hosts": {"h": {"cores": 2}},
+           "nics": {"n": {"host": "h", "link": "10Gbit/s", "max_ring_slots": 32768}},
+           "transmissions": [{"id": "t", "nic": "n", "size": "4MB", "packet_size": 512,
+                              "rate": "8000pps", "arrival": "onoff"}]}
+    config = parse_config(raw, source="test")
+    setting = NicSetting("watermark", watermark=wm, watermark_timeout=tau, ring_slots=32768)
+    fast, des = run(config, setting), simulate_any(config, {"t": setting}, engine="des")[0]
+    assert fast.throughput_bps == pytest.approx(des.throughput_bps, rel=0.03)
+    assert fast.interrupts == pytest.approx(des.interrupts, rel=0.05, abs=1)
