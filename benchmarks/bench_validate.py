@@ -29,7 +29,7 @@ from nictune.cli import main as nictune
 from nictune.deploy.inventory import load_inventory
 from nictune.deploy.lab import LabUnavailable, check_lab_possible, lab_hosts
 from nictune.deploy.transport import Connection
-from nictune.model import Costs
+from nictune.model import Costs, setting_from_json
 from nictune.plan import load_plan
 from nictune.validation import calibrate, remote, traffic
 
@@ -107,10 +107,9 @@ def table(val: dict[str, Any], cal: dict[str, Any], flood: dict[str, Any],
         w = {arm: t["summary"][arm]["wakeups"]["mean"] for arm in ("default", "optimized")}
         pe = [t["predicted"][arm] and t["predicted"][arm]["throughput_error"]
               for arm in ("default", "optimized")]
-        s = t["settings"]
+        s = {arm: setting_from_json(v).describe() for arm, v in t["settings"].items()}
         lines.append(
-            f"| {t['transmission']} | {s['default']['mode']} → {s['optimized']['mode']} "
-            f"(W={s['optimized']['watermark']}, T={s['optimized']['poll_interval_s']}) | "
+            f"| {t['transmission']} | {s['default']} → {s['optimized']} | "
             f"{_pct(c['change'])} [{_pct(c['change_ci'][0])}, {_pct(c['change_ci'][1])}] | "
             f"{c['verdict']} (p={c['p_value']:.3g}) | {w['default']:.0f} → "
             f"{w['optimized']:.0f} | {_pct(pe[0])} / {_pct(pe[1])} | "
