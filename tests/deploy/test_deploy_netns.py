@@ -301,11 +301,19 @@ def test_confirm_timeout(lab: Lab, tmp_path: Path, pristine: dict,
     assert code == 0
 
 
-def test_mgmt_interface_needs_permission(lab: Lab, tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_ssh_interface_keeps_its_queues(lab: Lab, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A plan for the interface carrying the SSH session: its RX queues are never cut
+    (RSS kept), so without ring control (veth) nothing needs --allow-mgmt-iface; the
+    refusal of a ring change there is tested on a real mlx5 probe
+    (test_deploy_backends.py::test_mgmt_interface_guard)."""
     inv = str(copy_inventory(lab, tmp_path, lab.known_hosts.read_text(),
                              extra_nics={"rx1-mgmt": "mgmt0"}))
     lab.exec("rx1", ["ethtool", "-L", "mgmt0", "rx", "2"])
+
+    def rx_queues() -> str:
+        return lab.exec("rx1", ["ethtool", "-l", "mgmt0"]).stdout.split("Current")[1]
+
     try:
         doc = {"nictune_plan": 1, "transmissions": [
             {"id": "t", "host": "rx1", "nic": "rx1-mgmt", "setting": {
@@ -313,17 +321,11 @@ def test_mgmt_interface_needs_permission(lab: Lab, tmp_path: Path,
         plan = tmp_path / "plan.yaml"
         plan.write_text(yaml.safe_dump(doc))
         code, out = cli("deploy", str(plan), "--inventory", inv, capsys=capsys)
-        assert code == 1 and out["hosts"]["rx1"]["status"] == "refused"
-        assert "allow-mgmt-iface" in out["hosts"]["rx1"]["error"]
-        assert "RX:\t\t2" in lab.exec("rx1", ["ethtool", "-l", "mgmt0"]).stdout.split(
-            "Current")[1]
-        code, out = cli("deploy", str(plan), "--inventory", inv, "--allow-mgmt-iface",
-                        capsys=capsys)
         assert code == 0 and out["hosts"]["rx1"]["status"] == "applied", out["failed"]
+        assert "RX:\t\t2" in rx_queues()
+        assert not any("/channels/" in c["knob"] for c in out["hosts"]["rx1"]["changes"])
         code, out = cli("rollback", "--inventory", inv, capsys=capsys)
-        assert code == 0
-        assert "RX:\t\t2" in lab.exec("rx1", ["ethtool", "-l", "mgmt0"]).stdout.split(
-            "Current")[1]
+        assert code == 0 and "RX:\t\t2" in rx_queues()
     finally:
         lab.exec("rx1", ["ethtool", "-L", "mgmt0", "rx", "1"], check=False)
 
