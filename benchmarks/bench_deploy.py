@@ -37,7 +37,7 @@ from typing import Any
 from nictune.deploy.group import run_group
 from nictune.deploy.inventory import HostInventory, load_inventory
 from nictune.deploy.lab import Lab, LabUnavailable, check_lab_possible, lab_hosts
-from nictune.deploy.transaction import Options, apply_host, restore_host
+from nictune.deploy.transaction import Options, apply_host, resolve_host, restore_host
 from nictune.deploy.transport import Connection
 from nictune.model import NicSetting
 
@@ -105,13 +105,20 @@ def read_state(lab: Lab, host: str) -> tuple[Any, ...]:
     return (*out.split(), *files)
 
 
-def wait_timers(lab: Lab, hosts: list[str], limit: float) -> None:
+def wait_timers(lab: Lab, hosts: list[str], limit: float) -> list[str]:
+    """Wait until no timer is armed and every fired timer's restore finished; the hosts
+    where that did not happen within `limit` s (a problem: a timer that never fires)."""
     deadline = time.monotonic() + limit
+    late = []
     for h in hosts:
-        armed = Path(lab.host(h).root) / "var/lib/nictune/armed"
-        while armed.exists() and time.monotonic() < deadline:
+        d = Path(lab.host(h).root) / "var/lib/nictune"
+        while (d / "armed").exists() or ((d / "fired").exists() and
+                                          not (d / "restore.rc").exists()):
+            if time.monotonic() > deadline:
+                late.append(h)
+                break
             time.sleep(0.05)
-    time.sleep(0.3)  # the restore script runs right after the timer fires
+    return late
 
 
 def inject(lab: Lab, fault: str, host: str, delay: float) -> threading.Thread | None:
@@ -152,6 +159,22 @@ def heal(lab: Lab, fault: str, host: str) -> None:
                         ".254/32", "dev", "mgmt0"])
 
 
+def resolve(inv_hosts: list[HostInventory], outcomes: dict[str, Any]) -> int:
+    """Ask the hosts about results that said "unknown" (session lost mid-disarm); the
+    settled result replaces the report. Returns how many were unknown."""
+    unknown = [h for h in inv_hosts if outcomes[h.name].value is not None
+               and outcomes[h.name].value.status == "unknown"]
+
+    def one(host: HostInventory) -> Any:
+        with Connection(host) as conn:
+            return resolve_host(conn, outcomes[host.name].value)
+
+    for h, settled in run_group(unknown, one).outcomes.items():
+        if settled.ok:
+            outcomes[h] = settled
+    return len(unknown)
+
+
 def deploy_all(inv_hosts: list[HostInventory], settings: dict[str, NicSetting],
                timeout: float = 5.0) -> dict[str, Any]:
     def one(host: HostInventory) -> Any:
@@ -165,7 +188,7 @@ def deploy_all(inv_hosts: list[HostInventory], settings: dict[str, NicSetting],
 def part_faults(trials: int, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     tally: dict[str, Any] = {"trials": 0, "half_configured": 0, "snapshots_lost": 0,
-                             "inconsistent_reports": 0, "unverified": 0,
+                             "inconsistent_reports": 0, "unverified": 0, "unknown": 0,
                              "faults": {f: 0 for f in FAULTS},
                              "host_outcomes": {"applied": 0, "restored": 0}, "problems": []}
     with tempfile.TemporaryDirectory(prefix="nictune-faults-") as tmp, \
@@ -182,8 +205,12 @@ def part_faults(trials: int, seed: int) -> dict[str, Any]:
             outcomes = deploy_all(hosts, settings)
             if thread:
                 thread.join()
-            wait_timers(lab, receivers, GUARD + 6)
+            late = wait_timers(lab, receivers, GUARD + 6)
+            for h in late:
+                tally["problems"].append(f"trial {trial + 1} {fault} {h}: the on-host timer "
+                                         "was still armed after the guard timeout")
             heal(lab, fault, victim)
+            tally["unknown"] += resolve(hosts, outcomes)
             post = {h: read_state(lab, h) for h in receivers}
             clean = deploy_all(hosts, settings)  # the fully applied state, for comparison
             for _ in range(3):  # a healed link may need a moment
@@ -195,7 +222,7 @@ def part_faults(trials: int, seed: int) -> dict[str, Any]:
             for h in receivers:
                 reported_ok = outcomes[h].ok
                 if not clean[h].ok:
-                    tally["problems"].append(f"trial {trial} {fault} {h}: the clean deploy "
+                    tally["problems"].append(f"trial {trial + 1} {fault} {h}: the clean deploy "
                                              f"failed: {clean[h].error}")
                     tally["unverified"] += 1
                     continue
@@ -205,18 +232,18 @@ def part_faults(trials: int, seed: int) -> dict[str, Any]:
                     state = "applied"
                 else:
                     tally["half_configured"] += 1
-                    tally["problems"].append(f"trial {trial} {fault} {h}: half-configured")
+                    tally["problems"].append(f"trial {trial + 1} {fault} {h}: half-configured")
                     continue
                 tally["host_outcomes"][state] += 1
                 if reported_ok != (state == "applied"):
                     tally["inconsistent_reports"] += 1
-                    tally["problems"].append(f"trial {trial} {fault} {h}: reported "
+                    tally["problems"].append(f"trial {trial + 1} {fault} {h}: reported "
                                              f"ok={reported_ok} but {state}")
             back = run_group(hosts, lambda host: _rollback(host))
             for h in receivers:
                 if not back.outcomes[h].ok or read_state(lab, h) != pre[h]:
                     tally["snapshots_lost"] += 1
-                    tally["problems"].append(f"trial {trial} {fault} {h}: rollback did not "
+                    tally["problems"].append(f"trial {trial + 1} {fault} {h}: rollback did not "
                                              f"restore ({back.outcomes[h].error})")
             tally["trials"] += 1
             statuses = [outcomes[h].value.status if outcomes[h].value else "failed"
@@ -251,11 +278,11 @@ def main() -> int:
     print(f"fault trials: {faults['trials']} ({faults['faults']}); host outcomes "
           f"{faults['host_outcomes']}; half-configured hosts: {faults['half_configured']}; "
           f"snapshots lost: {faults['snapshots_lost']}; inconsistent reports: "
-          f"{faults['inconsistent_reports']}; unverified: {faults['unverified']}")
+          f"{faults['inconsistent_reports']}; unverified: {faults['unverified']}; "
+          f"reported unknown, then resolved by read-back on reconnect: {faults['unknown']}")
     for problem in faults["problems"]:
         print(f"  PROBLEM {problem}")
-    ok = (scale["exit_codes"] == (0, 0, 0) and faults["half_configured"] == 0
-          and faults["snapshots_lost"] == 0)
+    ok = scale["exit_codes"] == (0, 0, 0) and not faults["problems"]
     return 0 if ok else 1
 
 

@@ -24,6 +24,13 @@ CAPTURE_DIR = "/etc/nictune/capture"
 STATE_DIR = "/var/lib/nictune"  # on the host: restore script and timer state
 SYSCTLS = ("busy_read", "busy_poll")
 ETHTOOL_COMMANDS = ("c", "g", "l", "k")
+END = "@@end of nictune probe"  # the last line: without it the output is truncated
+PROBE_ATTEMPTS = 3
+
+
+class ProbeError(HostError):
+    """The probe's output was incomplete or unreadable (the session is still usable);
+    it is never taken for the host's state."""
 
 
 def capture_profile_path(host: HostInventory, iface: str) -> str:
@@ -124,8 +131,9 @@ def _script(host: HostInventory) -> str:
             f"ethtool -i {i} 2>&1",
         ]
         for cmd in ETHTOOL_COMMANDS:
-            lines += [
-                f"out=$(ethtool --json -{cmd} {i} 2>&1)",
+            lines += [  # an empty output (ethtool killed, a busy host) is retried, never parsed
+                f"for n in 1 2 3; do out=$(ethtool --json -{cmd} {i} 2>&1); "
+                '[ -n "$out" ] && break; sleep 0.2; done',
                 "case \"$out\" in *'bad command line'*|*'unrecognized option'*) "
                 f"echo {q('@@section text-' + cmd + ' ' + nic)}; ethtool -{cmd} {i} 2>&1;; "
                 f"*) echo {q('@@section json-' + cmd + ' ' + nic)}; "
@@ -133,7 +141,7 @@ def _script(host: HostInventory) -> str:
             ]
         lines += [f"echo {q('@@section capture ' + nic)}",
                   _cat(host.remote_path(f"{CAPTURE_DIR}/{iface}.json"))]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, f"echo {q(END)}"]) + "\n"
 
 
 def _cat(path: str) -> str:
@@ -264,7 +272,9 @@ def _nic_section(nic: NicProbe, section: str, body: str) -> None:
     if fmt not in ("json", "text") or cmd not in ETHTOOL_COMMANDS:
         return
     nic.formats[cmd] = fmt
-    if parsers.unsupported(body) or (fmt == "json" and body.lstrip()[:1] not in "[{"):
+    if not body.strip():
+        raise parsers.ParseError(f"ethtool -{cmd} {nic.iface} printed nothing (3 tries)")
+    if parsers.unsupported(body) or (fmt == "json" and body.lstrip()[0] not in "[{"):
         nic.errors[cmd] = body.strip()[:200]
         return
     target = {"c": "coalesce", "g": "ring", "l": "channels", "k": "features"}[cmd]
@@ -278,8 +288,18 @@ def _nic_section(nic: NicProbe, section: str, body: str) -> None:
 
 
 def probe_host(conn: Connection) -> HostProbe:
-    """Probe the host behind an open connection (one round trip)."""
-    res = conn.run(_script(conn.host), timeout=max(conn.command_timeout, 30.0))
-    if "@@section host" not in res.stdout:
-        raise HostError(conn.host.name, f"probe failed: {res.error_line()}")
-    return parse_probe(conn.host, res.stdout)
+    """Probe the host behind an open connection (one round trip; an incomplete or
+    unreadable output is retried, then raised as ProbeError — never parsed as state)."""
+    why = ""
+    for _ in range(PROBE_ATTEMPTS):
+        res = conn.run(_script(conn.host), timeout=max(conn.command_timeout, 30.0))
+        lines = res.stdout.rstrip("\n").splitlines()
+        if not res.ok or not lines or lines[-1] != END:
+            why = (f"probe output incomplete (exit code {res.rc}, {len(res.stdout)} bytes): "
+                   f"{res.error_line()}")
+            continue
+        try:
+            return parse_probe(conn.host, "\n".join(lines[:-1]) + "\n")
+        except parsers.ParseError as exc:
+            why = f"probe output unreadable: {exc}"
+    raise ProbeError(conn.host.name, f"{why} ({PROBE_ATTEMPTS} attempts)")

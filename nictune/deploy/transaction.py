@@ -22,19 +22,21 @@ a host between arms with `apply_host`).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
 import shlex
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nictune.deploy.backends import HostContext, Note, backends, split_key
 from nictune.deploy.inventory import HostInventory
-from nictune.deploy.probe import STATE_DIR, HostProbe, probe_host
+from nictune.deploy.probe import STATE_DIR, HostProbe, ProbeError, probe_host
 from nictune.deploy.transport import CommandResult, Connection, HostError
 from nictune.model import NicSetting
 
@@ -68,13 +70,14 @@ class HostResult:
 
     host: str
     status: str  # applied|unchanged|dry-run|pending-confirm|confirmed|rolled-back|
-    #              no-snapshot|refused|restored|failed
+    #              no-snapshot|refused|restored|failed|unknown (session lost mid-disarm)
     ok: bool
     changes: list[Change] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     error: str = ""
     restore_verified: bool | None = None
     seconds: float = 0.0
+    token: str = ""  # this deploy's on-host timer arming (resolve_host asks the host about it)
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "status": self.status, "ok": self.ok, "error": self.error,
@@ -164,9 +167,16 @@ def archive_snapshot(state_dir: Path, host: str) -> None:
 class Watchdog:
     """The on-host timer that runs the restore script unless disarmed in time.
 
-    State files in ROOT/var/lib/nictune: `armed` while waiting; the timer and `disarm`
-    race with `mv armed ...` so exactly one of them wins.
+    State files in ROOT/var/lib/nictune: `armed` (holding this arming's token) while
+    waiting; the timer and `disarm` race with `mv armed ...` so exactly one of them wins,
+    and the winner's file (`fired` or `disarmed`) keeps the token, so a client whose
+    session broke can learn on reconnect which one won. The timer only fires for its own
+    token, and `disarm` only kills a process whose command line carries the token (PIDs are
+    reused; lab hosts share one PID namespace). Apply steps and the restore script hold
+    `flock` on `lock`, so a restore never interleaves with a still-running apply.
     """
+
+    LOCK = 'if command -v flock >/dev/null 2>&1; then exec 9>"$d/lock"; flock -w 60 9; fi'
 
     def __init__(self, conn: Connection):
         self.conn = conn
@@ -179,22 +189,26 @@ class Watchdog:
                             "\"$d/seen\"; cat \"$d/restore.rc\" 2>/dev/null; fi")
         return res.stdout.strip()
 
-    def arm(self, restore: list[str], seconds: float, then: str = "") -> CommandResult:
+    def arm(self, restore: list[str], seconds: float, token: str,
+            then: str = "") -> CommandResult:
         """Upload the restore script and start the timer, then run `then` (the apply
-        steps) — all in one round trip; `then` never runs unless the timer is armed."""
-        script = "#!/bin/sh\n# nictune: restore the pre-deploy values\nrc=0\n" + "".join(
-            f"{cmd} || rc=1\n" for cmd in restore) + "exit $rc\n"
+        steps, under the lock) — all in one round trip; `then` never runs unless the timer
+        is armed."""
+        script = ("#!/bin/sh\n# nictune: restore the pre-deploy values\n"
+                  f"d=\"$(dirname \"$0\")\"; {self.LOCK}\nrc=0\n"
+                  + "".join(f"{cmd} || rc=1\n" for cmd in restore) + "exit $rc\n")
         d = shlex.quote(self.dir)
-        timer = ('sleep "$1"; if mv "$0/armed" "$0/fired" 2>/dev/null; then '
+        timer = ('sleep "$1"; if [ "$(cat "$0/armed" 2>/dev/null)" = "$2" ] && '
+                 'mv "$0/armed" "$0/fired" 2>/dev/null; then '
                  'sh "$0/restore.sh" > "$0/restore.log" 2>&1; echo $? > "$0/restore.rc"; fi')
         res = self.conn.run(
             f"d={d}; mkdir -p \"$d\" && cat > \"$d/restore.sh.tmp\" && "
             "mv -f \"$d/restore.sh.tmp\" \"$d/restore.sh\" || exit 1; "
-            "rm -f \"$d/fired\" \"$d/disarmed\" \"$d/restore.rc\"; "
-            "date +%s > \"$d/armed\" || exit 1; "
-            f"setsid sh -c {shlex.quote(timer)} \"$d\" {max(1, round(seconds))} "
+            "rm -f \"$d/fired\" \"$d/disarmed\" \"$d/restore.rc\" \"$d/watchdog.pid\"; "
+            f"echo {token} > \"$d/armed\" || exit 1; "
+            f"setsid sh -c {shlex.quote(timer)} \"$d\" {max(1, round(seconds))} {token} "
             "</dev/null >/dev/null 2>&1 & echo $! > \"$d/watchdog.pid\"; echo '@@armed'\n"
-            + then, stdin=script.encode())
+            + (f"{self.LOCK}\n{then}" if then else ""), stdin=script.encode())
         if "@@armed" not in res.stdout.splitlines():
             raise ArmFailed(self.conn.host.name, f"cannot arm the restore timer, nothing was "
                                                  f"changed: {res.error_line()}")
@@ -205,11 +219,23 @@ class Watchdog:
         d = shlex.quote(self.dir)
         res = self.conn.run(
             f"d={d}; if mv \"$d/armed\" \"$d/disarmed\" 2>/dev/null; then "
-            "p=$(cat \"$d/watchdog.pid\" 2>/dev/null); "
-            "if [ -n \"$p\" ]; then pkill -P \"$p\" 2>/dev/null; kill \"$p\" 2>/dev/null; fi; "
+            "t=$(cat \"$d/disarmed\"); p=$(cat \"$d/watchdog.pid\" 2>/dev/null); "
+            "if [ -n \"$t\" ] && [ -n \"$p\" ] && tr '\\0' '\\n' < \"/proc/$p/cmdline\" "
+            "2>/dev/null | grep -qxF \"$t\"; then "
+            "pkill -P \"$p\" 2>/dev/null; kill \"$p\" 2>/dev/null; fi; "
             "echo disarmed; elif [ -e \"$d/fired\" ]; then echo fired; else echo none; fi",
             check=True)
         return res.stdout.strip() or "none"
+
+    def state_of(self, token: str) -> str:
+        """Where arming `token` stands: armed, disarmed, fired (also when already seen) or
+        none (not this host's latest arming / never armed)."""
+        d = shlex.quote(self.dir)
+        res = self.conn.run(f"d={d}; for s in armed disarmed fired seen; do "
+                            f"[ \"$(cat \"$d/$s\" 2>/dev/null)\" = {token} ] && "
+                            "{ echo $s; exit 0; }; done; echo none", check=True)
+        state = res.stdout.strip()
+        return "fired" if state == "seen" else state or "none"
 
     def wait_restored(self, limit: float = 30.0) -> None:
         """Wait until a fired timer's restore script has finished (restore.rc written)."""
@@ -336,8 +362,10 @@ def _run_changes(conn: Connection, ctx: HostContext, changes: list[Change], opts
     restore = [cmd for b in reversed(order) for cmd in b.commands(ctx, values(b, "before"))]
     seconds = opts.confirm_timeout or opts.guard_timeout
     steps = [(b, cmd) for b in order for cmd in b.commands(ctx, values(b, "after"))]
+    result.token = uuid.uuid4().hex
     try:
-        res = wd.arm(restore, seconds, then=_steps_script([cmd for _, cmd in steps]))
+        res = wd.arm(restore, seconds, result.token,
+                     then=_steps_script([cmd for _, cmd in steps]))
         done, error = _steps_outcome(res, len(steps))
         finished = {b.NAME for b in order} - {b.NAME for b, _ in steps[done:]}
         for c in changes:
@@ -346,28 +374,47 @@ def _run_changes(conn: Connection, ctx: HostContext, changes: list[Change], opts
         if error:
             b, cmd = steps[done]
             raise ApplyFailed(f"{b.NAME}: {cmd[:160]!r} failed: {error}")
+        _fire_hook("verify", conn)
         bad = _verify(conn, changes, "after", result.notes)
         if bad:
             raise ApplyFailed("read-back differs: " + "; ".join(bad[:3]))
-    except ApplyFailed as exc:
-        _restore_after_failure(conn, wd, changes, result, str(exc), audit)
+    except (ApplyFailed, ProbeError) as exc:  # the session works: restore now
+        _restore_after_failure(conn, wd, changes, result, str(exc), audit, seconds)
         return
     except ArmFailed as exc:
         result.status, result.ok, result.error = "failed", False, str(exc)
         return
     except HostError as exc:
-        _recover_lost_session(conn, ctx, changes, result, str(exc), seconds, opts)
+        _recover_lost_session(conn, ctx, result, str(exc), seconds, opts, disarming=False)
         return
     if opts.confirm_timeout:
         result.status = "pending-confirm"
         return
-    if wd.disarm() == "fired":
+    try:
+        _fire_hook("disarm", conn)
+        state = wd.disarm()
+    except HostError as exc:  # did the disarm reach the host? only the host knows
+        _recover_lost_session(conn, ctx, result, str(exc), seconds, opts, disarming=True)
+        return
+    if state == "fired":
         # The timer's restore may have raced with the apply: let it finish, then restore
         # once more ourselves (idempotent) and verify.
         wd.wait_restored()
         _restore_after_failure(conn, wd, changes, result, "the on-host timer fired before it "
                                "was disarmed (the host was slower than --guard-timeout)",
-                               audit)
+                               audit, None)
+
+
+# Test hooks: {point: callable(conn)} run just before the named step ("verify": after the
+# apply steps returned, "disarm": after the read-back verified). Tests use them to break
+# the session at a precise point; empty in normal runs.
+FAULT_HOOKS: dict[str, Any] = {}
+
+
+def _fire_hook(point: str, conn: Connection) -> None:
+    hook = FAULT_HOOKS.get(point)
+    if hook is not None:
+        hook(conn)
 
 
 def _steps_script(commands: list[str]) -> str:
@@ -386,34 +433,92 @@ def _steps_outcome(res: CommandResult, count: int) -> tuple[int, str]:
 
 
 def _restore_after_failure(conn: Connection, wd: Watchdog, changes: list[Change],
-                           result: HostResult, error: str, audit: AuditLog) -> None:
+                           result: HostResult, error: str, audit: AuditLog,
+                           timer: float | None) -> None:
+    """Restore over SSH and verify; the timer (armed for `timer` s, None: not armed) is
+    disarmed only once the restore is verified, so an unverified restore is retried by it."""
     result.status, result.ok, result.error = "restored", False, error
-    wd.restore_now()
-    wd.disarm()
-    bad = _verify(conn, changes, "before")
+    retry = f"; the on-host timer restores again within {timer:g} s" if timer else ""
+    try:
+        wd.restore_now()
+        bad = _verify(conn, changes, "before")
+    except HostError as exc:  # the probe or the session failed: the host's state is unknown
+        result.status, result.restore_verified = "failed", None
+        result.error += f"; the restore could not be verified ({exc.reason}){retry}"
+        return
     result.restore_verified = not bad
     if bad:
         result.status = "failed"
-        result.error += "; RESTORE INCOMPLETE: " + "; ".join(bad[:3])
+        result.error += "; RESTORE INCOMPLETE: " + "; ".join(bad[:3]) + retry
+    elif timer:  # on a broken session the timer re-runs the same restore (a no-op)
+        with contextlib.suppress(HostError):
+            wd.disarm()
     for c in changes:
         audit.write(result.host, c.knob, c.after, c.before, "restore", not bad)
 
 
-def _recover_lost_session(conn: Connection, ctx: HostContext, changes: list[Change],
-                          result: HostResult, error: str, seconds: float,
-                          opts: Options) -> None:
-    """The session broke mid-apply: try once to reconnect and restore; else the on-host
-    timer restores the host within `seconds`."""
-    result.status, result.ok = "failed", False
-    result.error = (f"{error}; the on-host timer restores the pre-deploy state within "
-                    f"{seconds:g} s")
+def _recover_lost_session(conn: Connection, ctx: HostContext, result: HostResult, error: str,
+                          seconds: float, opts: Options, disarming: bool) -> None:
+    """The session broke (or a command timed out) after the timer was armed. Before the
+    disarm the timer restores the host within `seconds`; during the disarm nobody but the
+    host knows whether it was applied ("unknown"). Reconnect once and settle it."""
+    conn.abort()  # discard unsent commands: none may reach the host late
+    if disarming:
+        result.status, result.ok = "unknown", False
+        result.error = (f"{error}; the session broke while disarming the on-host timer: the "
+                        "host is fully applied if the disarm reached it, else its timer "
+                        f"restores it within {seconds:g} s; reconnect to tell (resolve_host)")
+    else:
+        result.status, result.ok = "failed", False
+        result.error = (f"{error}; the on-host timer restores the pre-deploy state within "
+                        f"{seconds:g} s")
     try:
         with Connection(ctx.host, trust_on_first_use=opts.trust_on_first_use,
                         connect_timeout=3.0) as again:
-            _restore_after_failure(again, Watchdog(again), changes, result,
-                                   f"{error} (reconnected and restored)", _audit(ctx.host))
+            _settle(again, result, error)
     except HostError:
         pass
+
+
+def _settle(conn: Connection, result: HostResult, error: str) -> None:
+    """Find out, over a new session, what became of the arming `result.token`, and make
+    the result say it: applied (disarmed and verified), or restored and verified."""
+    wd, audit = Watchdog(conn), _audit(conn.host)
+    state = wd.state_of(result.token)
+    if state == "disarmed":
+        bad = _verify(conn, result.changes, "after")
+        if not bad:
+            result.status, result.ok = "applied", True
+            result.error = ""
+            result.notes.append(Note(result.host, "", "transaction", "session-lost",
+                                     f"{error}; reconnected: the disarm had reached the host "
+                                     "and the read-back matches the plan"))
+            return
+        why = f"{error}; reconnected: read-back differs: " + "; ".join(bad[:3])
+        _restore_after_failure(conn, wd, result.changes, result, why, audit, None)
+    elif state == "armed":
+        _restore_after_failure(conn, wd, result.changes, result,
+                               f"{error} (reconnected and restored)", audit,
+                               GUARD_TIMEOUT)
+    elif state == "fired":
+        wd.wait_restored()
+        _restore_after_failure(conn, wd, result.changes, result,
+                               f"{error} (the on-host timer restored; reconnected and "
+                               "verified)", audit, None)
+    else:  # the arming never reached the host: nothing was changed
+        bad = _verify(conn, result.changes, "before")
+        if not bad:
+            result.status, result.restore_verified = "restored", True
+            result.error = f"{error} (reconnected: nothing had been changed)"
+
+
+def resolve_host(conn: Connection, result: HostResult) -> HostResult:
+    """Settle a result whose outcome the client could not know (status "unknown": the
+    session broke during the disarm) by asking the host; other results are returned as
+    they are."""
+    if result.status == "unknown" and result.token:
+        _settle(conn, result, result.error.split("; the session broke")[0])
+    return result
 
 
 def apply_host(conn: Connection, host: HostInventory, settings: dict[str, NicSetting],

@@ -9,11 +9,13 @@ When the host says `sudo: true` commands run under `sudo -n` (never prompting).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
 import shlex
 import socket
+import struct
 import threading
 import time
 from collections.abc import Sequence
@@ -191,6 +193,19 @@ class Connection:
             self._client.close()
             self._client = None
 
+    def abort(self) -> None:
+        """Drop a broken session at once. SO_LINGER 0 discards data the host has not
+        acknowledged, so a command sent while the link was down can never be delivered
+        late — after the link comes back and the timer has restored the host."""
+        client, self._client = self._client, None
+        if client is None:
+            return
+        sock = getattr(client.get_transport(), "sock", None)
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()
+
     def __enter__(self) -> Connection:
         return self if self._client is not None else self.connect()
 
@@ -246,9 +261,11 @@ class Connection:
             rc = channel.recv_exit_status() if channel.exit_status_ready() else -1
             channel.close()
         except (paramiko.SSHException, OSError, EOFError) as exc:
+            self.abort()
             raise ConnectionLost(self.host.name, f"connection lost running {line[:120]!r}: "
                                                  f"{exc or type(exc).__name__}") from None
         if rc == -1:
+            self.abort()
             raise ConnectionLost(self.host.name, f"connection lost running {line[:120]!r}")
         result = CommandResult(line, rc, out.decode(errors="replace"),
                                err.decode(errors="replace"), time.monotonic() - started)
