@@ -19,6 +19,8 @@ JSON value. Each backend module defines `NAME` and
 from __future__ import annotations
 
 import functools
+import shlex
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from types import ModuleType
 from typing import Any
@@ -87,6 +89,25 @@ def split_key(key: str) -> tuple[str, str, str]:
 def originals(ctx: HostContext, prefix: str) -> dict[str, Any]:
     """The original values of every knob whose key starts with `prefix`."""
     return {k: v for k, v in ctx.original.items() if k.startswith(prefix)}
+
+
+def ethtool_value(value: Any) -> str:
+    """How ethtool takes a knob value: booleans as on/off, numbers as integers."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return value if isinstance(value, str) else str(int(value))
+
+
+def ethtool_commands(ctx: HostContext, values: dict[str, Any], option: str,
+                     name: Callable[[str], str] = str) -> list[str]:
+    """One `ethtool OPTION IFACE param value ...` per NIC for `{knob: value}`; `name` maps
+    a knob's param to ethtool's word for it."""
+    by_nic: dict[str, list[str]] = {}
+    for key, value in values.items():
+        nic, _, param = split_key(key)
+        by_nic.setdefault(nic, []).extend([name(param), ethtool_value(value)])
+    return [shlex.join(["ethtool", option, ctx.host.iface(nic), *args])
+            for nic, args in by_nic.items()]
 
 
 def default_matches(key: str, want: Any, got: Any) -> bool:

@@ -8,13 +8,13 @@ reported `unsupported`."""
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from nictune.deploy.backends import (
     HostContext,
     Note,
     default_matches,
+    ethtool_commands,
     nic_key,
     originals,
     split_key,
@@ -66,9 +66,4 @@ def plan(ctx: HostContext) -> tuple[dict[str, Any], list[Note]]:
 
 
 def commands(ctx: HostContext, values: dict[str, Any]) -> list[str]:
-    by_nic: dict[str, list[str]] = {}
-    for key, value in values.items():
-        nic, _, name = split_key(key)
-        by_nic.setdefault(nic, []).extend([name, str(value)])
-    return [shlex.join(["ethtool", "-L", ctx.host.iface(nic), *args])
-            for nic, args in by_nic.items()]
+    return ethtool_commands(ctx, values, "-L")

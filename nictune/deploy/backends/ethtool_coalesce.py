@@ -8,13 +8,13 @@ without coalescing (veth) is reported `unsupported`; the NAPI sysfs knobs carry 
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from nictune.deploy.backends import (
     HostContext,
     Note,
     default_matches,
+    ethtool_commands,
     nic_key,
     originals,
     split_key,
@@ -95,12 +95,4 @@ def plan(ctx: HostContext) -> tuple[dict[str, Any], list[Note]]:
 
 
 def commands(ctx: HostContext, values: dict[str, Any]) -> list[str]:
-    by_nic: dict[str, list[str]] = {}
-    for key, value in values.items():
-        nic, _, param = split_key(key)
-        if isinstance(value, bool):
-            value = "on" if value else "off"
-        by_nic.setdefault(nic, []).extend([param, str(int(value) if not isinstance(
-            value, str) else value)])
-    return [shlex.join(["ethtool", "-C", ctx.host.iface(nic), *args])
-            for nic, args in by_nic.items()]
+    return ethtool_commands(ctx, values, "-C")

@@ -4,13 +4,13 @@ NAPI on) and for busy_poll (needs NAPI); otherwise GRO keeps its original state.
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from nictune.deploy.backends import (
     HostContext,
     Note,
     default_matches,
+    ethtool_commands,
     nic_key,
     originals,
     split_key,
@@ -49,9 +49,4 @@ def plan(ctx: HostContext) -> tuple[dict[str, Any], list[Note]]:
 
 
 def commands(ctx: HostContext, values: dict[str, Any]) -> list[str]:
-    by_nic: dict[str, list[str]] = {}
-    for key, value in values.items():
-        nic, _, feature = split_key(key)
-        by_nic.setdefault(nic, []).extend([FEATURES[feature], "on" if value else "off"])
-    return [shlex.join(["ethtool", "-K", ctx.host.iface(nic), *args])
-            for nic, args in by_nic.items()]
+    return ethtool_commands(ctx, values, "-K", FEATURES.__getitem__)

@@ -5,12 +5,12 @@ accepted within that rounding and reported. A NIC without ring control (veth) is
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from nictune.deploy.backends import (
     HostContext,
     Note,
+    ethtool_commands,
     nic_key,
     originals,
     split_key,
@@ -61,5 +61,4 @@ def plan(ctx: HostContext) -> tuple[dict[str, Any], list[Note]]:
 
 
 def commands(ctx: HostContext, values: dict[str, Any]) -> list[str]:
-    return [shlex.join(["ethtool", "-G", ctx.host.iface(split_key(k)[0]), "rx", str(v)])
-            for k, v in values.items()]
+    return ethtool_commands(ctx, values, "-G")
