@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from nictune.errors import InputError
+from nictune.errors import InputError, read_yaml
 from nictune.units import (
     parse_bitrate,
     parse_byterate,
@@ -372,7 +372,7 @@ def _parse_host(name: str, raw: object, source: str, base: Path) -> Host:
 
 def _load_profile(path: Path, source: str, where: str) -> dict[str, dict[str, Any]]:
     """A host profile file (`nictune calibrate` writes one): costs, memory and power."""
-    raw = _read_yaml(path, f"{source}: {where}")
+    raw = read_yaml(path, f"{source}: {where}", ConfigError)
     f = _Fields(raw, str(path), "", ("costs", "memory", "power", "fit"))
     out: dict[str, dict[str, Any]] = {}
     for key in ("costs", "memory", "power"):
@@ -458,20 +458,6 @@ def _yaml11_onoff(raw: object) -> object:
     return raw
 
 
-def _read_yaml(path: Path, what: str) -> Any:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{what}: cannot read {path}: {exc.strerror}") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{path}: invalid YAML{at}: {problem}") from None
-
-
 def parse_config(raw: object, source: str = "<config>", base: Path | None = None) -> Config:
     """Validate an already-loaded YAML document into a `Config`."""
     base = base or Path(".")
@@ -522,6 +508,6 @@ def _check_shared_nic_defaults(transmissions: list[Transmission], source: str) -
 def load_config(path: str | Path) -> Config:
     """Load and validate a YAML config file; `ConfigError` names what is wrong."""
     path = Path(path)
-    raw = _read_yaml(path, "config")
+    raw = read_yaml(path, "config", ConfigError)
     return parse_config(raw, source=str(path), base=path.parent)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from nictune.errors import InputError
+from nictune.errors import InputError, read_yaml
 from nictune.model import (
     _ID,
     MAX_INTERVAL,
@@ -200,14 +200,7 @@ def parse_plan(raw: object, source: str = "<plan>") -> Plan:
 def load_plan(path: str | Path) -> Plan:
     """Read and validate `plan.yaml`; `PlanError` (exit 2) names what is wrong."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise PlanError(f"plan: cannot read {path}: {exc.strerror}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise PlanError(f"{path}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    raw = read_yaml(path, "plan", PlanError)
     return parse_plan(raw, source=str(path))
 
 

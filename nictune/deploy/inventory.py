@@ -29,9 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from nictune.errors import InputError
+from nictune.errors import InputError, read_yaml
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 NIC_ID = HOST_NAME
@@ -199,14 +197,7 @@ def parse_inventory(raw: Any, path: Path) -> Inventory:
 def load_inventory(path: str | Path) -> Inventory:
     """Read and validate `inventory.yaml`; InventoryError (exit 2) names what is wrong."""
     path = Path(path).resolve()
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InventoryError(f"inventory: cannot read {path}: {exc.strerror}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InventoryError(f"{path}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    raw = read_yaml(path, "inventory", InventoryError)
     return parse_inventory(raw, path)
 
 
