@@ -61,16 +61,6 @@ def random_setting(rng: random.Random, cpus: int) -> NicSetting:
     return NicSetting(mode, ring_slots=ring, irq_core=core)
 
 
-def write_plan(path: Path, settings: dict[str, NicSetting]) -> Path:
-    import yaml
-
-    doc = {"nictune_plan": 1, "transmissions": [
-        {"id": f"t-{h}", "host": h, "nic": f"{h}-veth0", "setting": s.to_json()}
-        for h, s in settings.items()]}
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
 def timed(args: list[str]) -> tuple[float, int]:
     started = time.perf_counter()
     rc = subprocess.run(NICTUNE + args, cwd=REPO, capture_output=True, text=True).returncode
@@ -83,7 +73,7 @@ def part_scale(hosts: int, seed: int) -> dict[str, Any]:
         started = time.perf_counter()
         with lab_hosts(Path(tmp) / "lab", hosts=hosts + 1) as lab:
             up = time.perf_counter() - started
-            plan = write_plan(Path(tmp) / "plan.yaml", {
+            plan = lab.write_plan(Path(tmp) / "plan.yaml", {
                 h.name: random_setting(rng, 2) for h in lab.hosts[1:]})
             inv = str(lab.inventory)
             deploy, rc1 = timed(["deploy", str(plan), "--inventory", inv, "--workers", "20"])

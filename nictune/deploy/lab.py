@@ -35,7 +35,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,8 @@ from typing import Any
 import yaml
 
 from nictune.errors import InputError, RunError
+from nictune.model import NicSetting
+from nictune.plan import Plan, PlanEntry, save_plan
 
 SSHD = "/usr/sbin/sshd"
 STATE = "lab.json"
@@ -122,6 +124,14 @@ class Lab:
             if link.receiver == receiver:
                 return link
         raise KeyError(receiver)
+
+    def write_plan(self, path: Path, settings: Mapping[str, NicSetting]) -> Path:
+        """Write a plan that gives each named receiver's lab NIC its setting (a hand-made
+        deploy, no predictions); returns `path`."""
+        entries = [PlanEntry(id=f"t-{rx}", host=rx, nic=self.link(rx).nic, setting=s,
+                             default_setting=s) for rx, s in settings.items()]
+        save_plan(Plan(entries=entries, meta={"source": "nictune.deploy.lab"}), path)
+        return path
 
     def exec(self, host: str, argv: Sequence[str], timeout: float = 30.0,
              check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -30,14 +30,6 @@ RX1 = NicSetting("passive_wait", ring_slots=4096, poll_interval=0.0002, irq_core
 RX2 = NicSetting("watermark", ring_slots=2048, watermark=64, watermark_timeout=0.0015)
 
 
-def write_plan(path: Path, settings: dict[str, NicSetting]) -> Path:
-    doc = {"nictune_plan": 1, "transmissions": [
-        {"id": f"t-{host}", "host": host, "nic": f"{host}-veth0", "setting": s.to_json()}
-        for host, s in settings.items()]}
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
 def state(lab: Lab, host: str) -> dict[str, Any]:
     """The host's knobs as the kernel and filesystem show them (not via nictune)."""
     sysfs = "/sys/class/net/veth0"
@@ -112,7 +104,7 @@ def test_probe(lab: Lab, capsys: pytest.CaptureFixture[str]) -> None:
 def test_deploy_readback_redeploy_rollback(lab: Lab, tmp_path: Path, pristine: dict,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     inv = str(lab.inventory)
-    plan = str(write_plan(tmp_path / "plan.yaml", {"rx1": RX1, "rx2": RX2}))
+    plan = str(lab.write_plan(tmp_path / "plan.yaml", {"rx1": RX1, "rx2": RX2}))
     code, out = cli("deploy", plan, "--inventory", inv, "--dry-run", capsys=capsys)
     assert code == 0 and out["hosts"]["rx1"]["status"] == "dry-run"
     assert out["hosts"]["rx1"]["changes"]
@@ -145,7 +137,7 @@ def test_deploy_readback_redeploy_rollback(lab: Lab, tmp_path: Path, pristine: d
     assert code == 0 and {h["status"] for h in out["hosts"].values()} == {"unchanged"}
     assert audit.read_text().splitlines() == lines  # nothing changed, nothing logged
 
-    other = str(write_plan(tmp_path / "other.yaml", {"rx1": NicSetting("active_wait")}))
+    other = str(lab.write_plan(tmp_path / "other.yaml", {"rx1": NicSetting("active_wait")}))
     code, out = cli("deploy", other, "--inventory", inv, capsys=capsys)
     assert code == 0 and state(lab, "rx1")["gro_flush_timeout"] == 0
     assert state(lab, "rx1")["gro"] == "off"  # back to the ORIGINAL value, not plan 1's
@@ -194,7 +186,7 @@ def test_failed_write_mid_apply_is_restored(lab: Lab, tmp_path: Path, pristine: 
     capture = Path(lab.host("rx1").root) / "etc/nictune/capture"
     block_writes(capture)  # the capture profile (the last knob) cannot be written
     try:
-        plan = str(write_plan(tmp_path / "plan.yaml", {"rx1": RX1, "rx2": RX2}))
+        plan = str(lab.write_plan(tmp_path / "plan.yaml", {"rx1": RX1, "rx2": RX2}))
         code, out = cli("deploy", plan, "--inventory", str(lab.inventory), capsys=capsys)
     finally:
         unblock_writes(capture)
@@ -272,7 +264,7 @@ def test_wrong_client_key(lab: Lab, tmp_path: Path, pristine: dict,
     key = tmp_path / "other_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     inv = copy_inventory(lab, tmp_path, lab.known_hosts.read_text(), key=key)
-    plan = str(write_plan(tmp_path / "plan.yaml", {"rx1": RX1}))
+    plan = str(lab.write_plan(tmp_path / "plan.yaml", {"rx1": RX1}))
     code, out = cli("deploy", plan, "--inventory", str(inv), capsys=capsys)
     assert code == 1 and "authentication failed" in out["failed"]["rx1"]
 
@@ -280,7 +272,7 @@ def test_wrong_client_key(lab: Lab, tmp_path: Path, pristine: dict,
 def test_confirm_timeout(lab: Lab, tmp_path: Path, pristine: dict,
                          capsys: pytest.CaptureFixture[str]) -> None:
     inv = str(lab.inventory)
-    plan = str(write_plan(tmp_path / "plan.yaml", {"rx1": RX1}))
+    plan = str(lab.write_plan(tmp_path / "plan.yaml", {"rx1": RX1}))
     code, out = cli("deploy", plan, "--inventory", inv, "--confirm-timeout", "2",
                     capsys=capsys)
     assert code == 0 and out["hosts"]["rx1"]["status"] == "pending-confirm"
