@@ -69,6 +69,16 @@ class HostContext:
              fallback: str = "") -> Note:
         return Note(self.host.name, nic, backend, kind, detail, fallback)
 
+    def want(self, targets: dict[str, Any], notes: list[Note], nic: str, backend: str,
+             param: str, value: Any, missing: str) -> None:
+        """Make `value` the target of the NIC's knob, or note it `unsupported` (`missing`
+        says why) when the host has no such knob."""
+        key = nic_key(nic, backend, param)
+        if key in self.original:
+            targets[key] = value
+        else:
+            notes.append(self.note(nic, backend, "unsupported", missing))
+
 
 def nic_key(nic: str, backend: str, param: str) -> str:
     return f"nic/{nic}/{backend}/{param}"

@@ -84,13 +84,8 @@ def plan(ctx: HostContext) -> tuple[dict[str, Any], list[Note]]:
                                   FALLBACK[ctx.settings[nic].mode]))
             continue
         for param, value in want.items():
-            key = nic_key(nic, NAME, param)
-            if key not in ctx.original:
-                notes.append(ctx.note(nic, NAME, "unsupported",
-                                      f"{param} is n/a on {ctx.nic(nic).iface}; wanted "
-                                      f"{value}"))
-                continue
-            targets[key] = value
+            ctx.want(targets, notes, nic, NAME, param, value,
+                     f"{param} is n/a on {ctx.nic(nic).iface}; wanted {value}")
     return targets, notes
 
 

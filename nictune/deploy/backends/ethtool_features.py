@@ -38,13 +38,8 @@ def plan(ctx: HostContext) -> tuple[dict[str, Any], list[Note]]:
     for nic, s in ctx.settings.items():
         if s.mode not in ("passive_wait", "busy_poll"):
             continue
-        key = nic_key(nic, NAME, "generic-receive-offload")
-        if key not in ctx.original:
-            notes.append(ctx.note(nic, NAME, "unsupported",
-                                  f"GRO cannot be changed on {ctx.nic(nic).iface} (fixed or "
-                                  "absent)"))
-            continue
-        targets[key] = True
+        ctx.want(targets, notes, nic, NAME, "generic-receive-offload", True,
+                 f"GRO cannot be changed on {ctx.nic(nic).iface} (fixed or absent)")
     return targets, notes
 
 

@@ -49,13 +49,9 @@ def plan(ctx: HostContext) -> tuple[dict[str, Any], list[Note]]:
                                       "at their original values"))
             continue
         for param, value in want.items():
-            key = nic_key(nic, NAME, param)
-            if key not in ctx.original:
-                notes.append(ctx.note(nic, NAME, "unsupported",
-                                      f"/sys/class/net/{ctx.nic(nic).iface}/{param} is "
-                                      "missing (kernel too old?)"))
-                continue
-            targets[key] = value
+            ctx.want(targets, notes, nic, NAME, param, value,
+                     f"/sys/class/net/{ctx.nic(nic).iface}/{param} is missing "
+                     "(kernel too old?)")
     return targets, notes
 
 
