@@ -135,8 +135,7 @@ def _fmt(x: float | None, scale: float = 1.0, digits: int = 2) -> str:
 def _ci(s: dict[str, Any], scale: float = 1.0, digits: int = 2) -> str:
     if not s["n"]:
         return "n/a"
-    half = (s["ci_high"] - s["ci_low"]) / 2
-    return f"{_fmt(s['mean'], scale, digits)} ± {_fmt(half, scale, digits)}"
+    return f"{_fmt(s['mean'], scale, digits)} ± {_fmt(s['half_width'], scale, digits)}"
 
 
 def _verdict(c: dict[str, Any] | None) -> str:
@@ -276,7 +275,7 @@ def plots(report: dict[str, Any]) -> dict[str, str]:
         for k, arm in enumerate(ARMS):
             s = [t["summary"][arm][metric] for t in ts]
             means = [(x["mean"] or 0) / scale if x["n"] else 0 for x in s]
-            errs = [(x["ci_high"] - x["ci_low"]) / 2 / scale if x["n"] else 0 for x in s]
+            errs = [x["half_width"] / scale if x["n"] else 0 for x in s]
             ax.bar([i + (k - 0.5) * 0.38 for i in xs], means, 0.38, yerr=errs, capsize=3,
                    label=arm)
         if metric == "wakeups":

@@ -26,7 +26,7 @@ class Summary:
         return (self.ci_high - self.ci_low) / 2
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "half_width": self.half_width}
 
 
 def summarize(values: Sequence[float], confidence: float = 1 - ALPHA) -> Summary:
@@ -60,9 +60,8 @@ class Comparison:
     verdict: str  # "improvement", "regression", "no significant difference"
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["change_ci"] = list(self.change_ci)
-        return out
+        return {**asdict(self), "default": self.default.to_json(),
+                "optimized": self.optimized.to_json(), "change_ci": list(self.change_ci)}
 
 
 def compare(metric: str, default: Sequence[float], optimized: Sequence[float],
