@@ -159,3 +159,16 @@ def test_welch_matches_textbook_and_labels() -> None:
     assert fewer.verdict == "improvement" and fewer.change < -0.8
     worse = stats.compare("throughput", b, a)
     assert worse.verdict == "regression"
+
+
+def test_agent_copies_of_model_constants_agree() -> None:
+    """agent.py is shipped alone (stdlib only), so it restates the modes and PF_RING's
+    defaults; they must not drift from nictune.model's."""
+    from nictune import model
+    from nictune.validation import agent
+
+    assert agent.MODES == model.MODES
+    args = agent.parse_args(["--iface", "lo", "--port", "9", "--mode", "watermark",
+                             "--profile", "/nonexistent"])
+    assert (args.ring_slots, args.watermark, args.watermark_timeout) == (
+        model.PFRING_SLOTS, model.PFRING_WATERMARK, model.PFRING_POLL_DURATION)
