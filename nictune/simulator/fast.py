@@ -140,10 +140,31 @@ class _Share:
     delivered: np.ndarray  # shared hosts: fluid packets delivered (NaN: use the closed form)
     q_end: np.ndarray  # shared hosts: packets queued when t's arrivals end
     tail: np.ndarray  # shared hosts: s from t's last arrival until its backlog is taken
+    behind: np.ndarray  # shared hosts: share of t's arrival span it spends backlogged
+
+
+@dataclass(frozen=True)
+class _Wakes:
+    """What the batched consumers' wake-up load depends on (arrays (P, T)), and which of
+    them still empty their rings (`sleeps`): only those are woken."""
+
+    lam: np.ndarray
+    ti: np.ndarray
+    period: np.ndarray
+    n_wake: np.ndarray
+    pas: np.ndarray
+    wat: np.ndarray
+    sleeps: np.ndarray
+
+    def load(self, rows: np.ndarray, cols: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """The sleeping ones' wake-up load at a packet cost w (rows × cols)."""
+        at = np.ix_(rows, cols)
+        return _wake_load(self.lam[at], w, self.ti[at], self.period[at], self.n_wake[at],
+                          self.pas[at], self.wat[at]) * self.sleeps[at]
 
 
 def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray,
-                soft_load: np.ndarray, cap_q: np.ndarray, sleeps: np.ndarray | None = None
+                soft_load: np.ndarray, cap_q: np.ndarray, wakes: _Wakes | None = None
                 ) -> _Share:
     """Share each core between the transmissions whose `irq_core` it is.
 
@@ -153,7 +174,7 @@ def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     transmission (capacity `cap_q`) carries backlog and drops from phase to phase. The
     interrupts served first are active_wait's (`irq_load`); the batched modes' wake-ups
     (`soft_load`) slow the others down but vanish when the core saturates (a consumer that
-    never empties its ring is never woken); given `sleeps` (which consumers still empty
+    never empties its ring is never woken); given `wakes` (which consumers still empty
     their rings), the wake-ups of those that do count against the others' share.
     """
     shape = w.shape
@@ -161,15 +182,15 @@ def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     r = np.where(wl.local[None, :] * w > cpu, cpu / w, np.inf)
     share = _Share(rho_o=np.zeros(shape), resid=np.zeros(shape), high=irq_load.copy(), r=r,
                    delivered=np.full(shape, np.nan), q_end=np.zeros(shape),
-                   tail=np.zeros(shape))
+                   tail=np.zeros(shape), behind=np.zeros(shape))
     for cols in wl.groups:
-        _share_host(wl, b, w, irq_load, soft_load, cap_q, cols, share, sleeps)
+        _share_host(wl, b, w, irq_load, soft_load, cap_q, cols, share, wakes)
     return share
 
 
 def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray,
                 soft_load: np.ndarray, cap_q: np.ndarray, cols: np.ndarray, out: _Share,
-                sleeps: np.ndarray | None) -> None:
+                wakes: _Wakes | None) -> None:
     """The phases of one shared host (columns `cols`), written into `out`.
 
     A member of a phase is a transmission whose packets arrive in it or that still has a
@@ -185,7 +206,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     soft = irq + soft_load[:, cols] * avg
     own = lam * wj + soft
     sq = (lam * wj * wj + soft * wl.ti[cols]) / 2.0
-    woken = soft_load[:, cols] * avg * (0.0 if sleeps is None else sleeps[:, cols])
+    woken = soft_load[:, cols] * avg * (0.0 if wakes is None else wakes.sleeps[:, cols])
     same = (b.irq_core[:, cols, None] == b.irq_core[:, None, cols]).astype(float)
     start = wl.start[cols]
     end = start + wl.span[cols]
@@ -210,14 +231,17 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     out.delivered[:, cols] = np.where(fluid, wl.n[cols], np.nan)
     out.q_end[:, cols] = 0.0
     out.tail[:, cols] = 0.0
+    out.behind[:, cols] = 0.0
     out.r[:, cols] = np.inf
     if not busy.size:
         return
     cap = cap_q[busy][:, cols]
     weight = np.where(b.mode[busy][:, cols] == ACTIVE, cap, 1.0)  # requests it can queue
-    rho, resid, high, dropped, q_end, taken_own, fin = _phases(
-        edges, arriving, inflow, end, same[busy], wj[busy], irq[busy], woken[busy],
-        own[busy], sq[busy], cap, weight)
+    wake = None if wakes is None else (
+        lambda rows, ws: wakes.load(busy[rows], cols, ws) * avg)
+    rho, resid, high, dropped, q_end, taken_own, fin, behind = _phases(
+        edges, arriving, inflow, end, same[busy], wj[busy], irq[busy], sq[busy], cap, weight,
+        wake)
     rows = busy[:, None]
     out.rho_o[rows, cols] = rho / span
     out.resid[rows, cols] = resid / span
@@ -225,53 +249,84 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     out.delivered[rows, cols] = np.where(fluid, wl.n[cols] - dropped, np.nan)
     out.q_end[rows, cols] = q_end
     out.tail[rows, cols] = np.clip(fin - end, 0.0, None)
+    out.behind[rows, cols] = np.clip(behind / span, 0.0, 1.0)
     out.r[rows, cols] = np.where((dropped > 0.5) | (q_end >= 1.0), taken_own / span, np.inf)
 
 
 def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.ndarray,
-            same: np.ndarray, wj: np.ndarray, irq: np.ndarray, woken: np.ndarray,
-            own: np.ndarray, sq: np.ndarray, cap: np.ndarray, weight: np.ndarray
+            same: np.ndarray, wj: np.ndarray, irq: np.ndarray, sq: np.ndarray,
+            cap: np.ndarray, weight: np.ndarray,
+            wake: Callable[[np.ndarray, np.ndarray], np.ndarray] | None
             ) -> tuple[np.ndarray, ...]:
     """`_share_host`'s phases, one after the other, for rows whose cores saturate: the
-    others' load, residual work and interrupt load integrated over time, the packets
-    dropped, the queue when the arrivals end, the packets taken while arriving and when
-    the last packet is taken."""
-    rho, resid, high, q, q_end, taken_own, dropped = (np.zeros(wj.shape) for _ in range(7))
+    others' load (what they use of the core, not what they ask for: a consumer that
+    cannot keep up slows the others down by its share only), residual work and interrupt
+    load integrated over time, the packets dropped, the queue when the arrivals end, the
+    packets taken while arriving, when the last packet is taken and how long each one is
+    behind while its packets arrive.
+
+    `wake(rows, w)`: the wake-up load of the sleeping batched consumers in those rows at a
+    packet cost w. A
+    consumer that drains beside a backlogged one alternates with it packet by packet, so
+    its drains are long and its wake-ups rare: its cost is its own w plus theirs."""
+    rho, resid, high, q, q_end, taken_own, dropped, behind = (np.zeros(wj.shape)
+                                                              for _ in range(8))
     fin = np.broadcast_to(end, wj.shape).copy()  # when the last packet is taken
-    per = np.stack([irq, woken, own, sq], axis=2)
+    per = np.stack([irq, sq], axis=2)
     ends = np.abs(end[None, :] - edges[1:, None]) <= _TINY  # (phases, m)
     for k, (lo, hi) in enumerate(itertools.pairwise(edges)):
         length = hi - lo
         act = arriving[k]
-        member = (act[None, :] > 0) | (q > 0.5)
-        if length <= 0 or not member.any():
+        if length <= 0 or not ((act[None, :] > 0) | (q > 0.5)).any():
             continue
-        backlog = q > 0.5
-        if backlog.any():
-            m = same * (member[:, :, None] & member[:, None, :])
-        else:
-            m = same * (act[:, None] * act[None, :])
-        # what the members on each one's core add up to: interrupts, the sleeping ones'
-        # wake-ups, load and residual work
+        # what the arriving members on each one's core add up to: interrupts, residual work
         mine = per * act[None, :, None]
-        tot = np.matmul(m, mine)
+        tot = np.matmul(same, mine)
         h = tot[:, :, 0]
-        h_o = tot[:, :, 1] - mine[:, :, 1]
-        # a member with a backlog takes all it can get (round-robin share of the rest)
-        demand = np.where(backlog, 1e30, act * inflow)
-        rk = _waterfill(m, demand, wj, np.clip(1.0 - h - h_o, 0.0, None), weight)
-        rho += act * (tot[:, :, 2] - mine[:, :, 2]) * length
-        resid += act * (tot[:, :, 3] - mine[:, :, 3]) * length
+        resid += act * (tot[:, :, 1] - mine[:, :, 1]) * length
         high += act * h * length
-        avail = q + act * inflow * length
-        taken = np.where(member, np.minimum(avail, rk * length), 0.0)
-        # a backlog left after the arrivals empties inside this phase
-        empties = (act == 0) & backlog & (taken >= avail - 1e-9)
-        fin = np.where(empties, lo + q / np.maximum(np.minimum(rk, 1e300), _TINY), fin)
-        fin = np.where(empties & ~np.isfinite(rk), lo, fin)
-        taken_own += act * taken
-        dropped += np.clip(avail - taken - cap, 0.0, None)
-        q = np.minimum(avail - taken, cap)
+        # the rates change inside the phase when a backlog empties: step to each such time
+        # (only the rows with time left in the phase)
+        now = np.zeros(wj.shape[0])
+        live = np.arange(wj.shape[0])
+        for sub in range(wj.shape[1] + 1):
+            qs, sm, ws, hs = q[live], same[live], wj[live], h[live]
+            member = (act[None, :] > 0) | (qs > 0.5)
+            backlog = qs > 0.5
+            m = sm * (member[:, :, None] & member[:, None, :])
+            demand = np.where(backlog, 1e30, act * inflow)
+            woken = np.zeros(ws.shape)
+            # a member with a backlog takes all it can get (round-robin share of the rest)
+            rk = _waterfill(m, demand, ws, np.clip(1.0 - hs, 0.0, None), weight[live])
+            if wake is not None:  # ... and so does one whose queue starts to grow
+                queued = (backlog | (rk < act * inflow)) * ws
+                alternate = ws + np.matmul(sm, queued[:, :, None])[:, :, 0] - queued
+                woken = wake(live, alternate / np.clip(1.0 - hs, 0.02, None)) * act * (
+                    queued == 0)
+                cpu = 1.0 - hs - np.matmul(sm, woken[:, :, None])[:, :, 0] + woken
+                rk = _waterfill(m, demand, ws, np.clip(cpu, 0.0, None), weight[live])
+            rate = np.minimum(rk, 1e300)
+            net = rate - act * inflow
+            until = np.where(backlog & (net > 0), qs / np.maximum(net, _TINY), np.inf)
+            step = (length - now[live])[:, None]
+            if sub < wj.shape[1]:
+                step = np.minimum(step, until.min(axis=1, keepdims=True))
+            avail = qs + act * inflow * step
+            taken = np.where(member, np.minimum(avail, rate * step), 0.0)
+            # a backlog left after the arrivals empties inside this phase
+            empties = (act == 0) & backlog & (taken >= avail - 1e-9)
+            fin[live] = np.where(empties, lo + now[live, None] + qs / np.maximum(rate, _TINY),
+                                 fin[live])
+            taken_own[live] += act * taken
+            dropped[live] += np.clip(avail - taken - cap[live], 0.0, None)
+            q[live] = qs = np.minimum(avail - taken, cap[live])
+            behind[live] += act * (backlog | (qs > 0.5)) * step
+            used = taken * ws + (irq[live] + woken) * act * step
+            rho[live] += act * (np.matmul(sm, used[:, :, None])[:, :, 0] - used)
+            now[live] += step[:, 0]
+            live = live[now[live] < length * (1 - 1e-12)]
+            if not live.size:
+                break
         q_end = np.where((act > 0) & ends[k], q, q_end)
     # after the last arrival: the backlogs drain; rates change each time one empties
     now = np.full((wj.shape[0], 1), edges[-1])
@@ -288,7 +343,7 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
         fin = np.where(empties, now + until, fin)
         q = np.where(empties, 0.0, np.clip(q - np.minimum(rk, 1e300) * step, 0.0, None))
         now = now + step
-    return rho, resid, high, dropped, q_end, taken_own, fin
+    return rho, resid, high, dropped, q_end, taken_own, fin, behind
 
 
 def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
@@ -414,7 +469,9 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     if wl.groups:  # shared hosts: the others' wake-ups are real while they still sleep
         sleeps = (pas | wat) & (lam * ws < 1.0) & ~np.isfinite(share.r)
         soft = _wake_load(lam, ws, ti, period, n_wake, pas, wat)
-        share = _core_share(wl, b, w, hard, soft, cap_q, sleeps)
+        wakes = _Wakes(*(np.broadcast_to(a, shape) for a in (lam, ti, period, n_wake, pas,
+                                                            wat, sleeps)))
+        share = _core_share(wl, b, w, hard, soft, cap_q, wakes)
         ws = w / np.clip(1.0 - share.rho_o, 0.02, None)
         # active_wait's backlog out-queues the others' single requests: only their
         # interrupts slow it down
@@ -429,6 +486,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
             "n_wake": n_wake.ravel(), "high": share.high.ravel(), "cap": cap_q.ravel(),
             "r": share.r.ravel(), "fluid_delivered": share.delivered.ravel(),
             "fluid_q": share.q_end.ravel(), "fluid_tail": share.tail.ravel(),
+            "behind": share.behind.ravel(),
             "delay": np.broadcast_to(delay, shape).ravel()}
     res = {key: np.zeros(col.size) for key in _Mode.__dataclass_fields__}
 
@@ -450,7 +508,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         sub = {k: v[sat] for k, v in res.items()}
         _saturate(cx, sub, act.ravel()[sat], (pas | wat).ravel()[sat],
                   *(flat[k][sat] for k in ("r", "high", "cap", "w", "fluid_delivered",
-                                           "fluid_q", "fluid_tail")))
+                                           "fluid_q", "fluid_tail", "behind")))
         for key, value in sub.items():
             res[key][sat] = value
     res = {k: v.reshape(shape) for k, v in res.items()}
@@ -857,14 +915,16 @@ def _watermark(cx: _Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
 
 def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.ndarray,
               r: np.ndarray, high: np.ndarray, cap: np.ndarray, w: np.ndarray,
-              fluid_delivered: np.ndarray, fluid_q: np.ndarray, fluid_tail: np.ndarray
-              ) -> None:
+              fluid_delivered: np.ndarray, fluid_q: np.ndarray, fluid_tail: np.ndarray,
+              behind: np.ndarray) -> None:
     """Elements whose core cannot keep up: the consumer gets r packets/s, its queue overflows.
 
     Alone on a host, per burst (cbr/poisson: one burst) the queue (backlog B in active_wait,
     else the ring R) fills at λ − r, drops beyond its capacity and drains after the last
     arrival; on a shared host the phases of `_core_share` did that already (`fluid_*`: the
-    packets delivered, the queue when arrivals end and how long it takes to drain).
+    packets delivered, the queue when arrivals end and how long it takes to drain, and the
+    share of the span the consumer was behind: the rest of the time it sleeps and wakes as
+    usual).
     """
     n, lam = cx.n, cx.lam
     on = cx.c("on") + 1.0 / lam
@@ -896,9 +956,10 @@ def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np
     # its timer ticks in the gaps)
     # (a burst's backlog that outlasts the gap keeps it awake across bursts: once)
     sleeps = cx.onoff & (q / np.maximum(r, _TINY) < cx.c("off"))
+    awake = np.where(fluid, 1.0 - behind, 0.0)  # shared: the share of time it keeps up
     res["interrupts"] = np.where(batched, np.where(sleeps, np.maximum(
-        res["interrupts"], bursts), 1.0), res["interrupts"])
-    res["empty"] = np.where(batched & ~sleeps, 0.0, res["empty"])
+        res["interrupts"], bursts), 1.0 + res["interrupts"] * awake), res["interrupts"])
+    res["empty"] = np.where(batched & ~sleeps, res["empty"] * awake, res["empty"])
 
 
 def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 0,
