@@ -608,8 +608,9 @@ def _passive(cx: _Ctx, period: np.ndarray, delay: np.ndarray) -> _Mode:
                   for j in range(0, sel.size, step)]
     for sel, fn in parts:
         if sel.size:
+            exact = {"n": cx.n[sel], "span": cx.span[sel]} if fn is _passive_cbr else {}
             part = fn(lam[sel], ws[sel], ti[sel], period[sel], ring[sel], cx.poisson[sel],
-                      delay[sel])
+                      delay[sel], **exact)
             for arr, value in zip((cycle, taken, dropped, p_empty), part, strict=True):
                 arr[sel] = value
     on, off = cx.c("on"), cx.c("off")
@@ -793,51 +794,117 @@ def _chain_size(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndar
 
 
 def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
-                 ring: np.ndarray, _poisson: np.ndarray, delay: np.ndarray, cycles: int = 48,
-                 skip: int = 8
-                 ) -> tuple[np.ndarray, ...]:
+                 ring: np.ndarray, _poisson: np.ndarray, delay: np.ndarray, *,
+                 n: np.ndarray, span: np.ndarray, cycles: int = 48, skip: int = 8,
+                 horizon: int = 1024, reach: int = 4096) -> tuple[np.ndarray, ...]:
     """`_passive_map`'s statistics for evenly spaced arrivals, from the cycles themselves.
 
     Packet i arrives at i·g. A wake-up at tick τ takes, after Ti, the packets that arrived
     (the ring keeps R of them, the rest are dropped), then the ones that arrive while it
     drains — the smallest k with arrival a + k after the drain of q + k packets — and the
-    next wake-up is the first tick at or after the drain's end. `cycles` of them are
-    followed (the first `skip` not counted); integer packet counts and the phase of
-    arrivals against ticks are exact, which a fluid drain is not when the ring holds a few.
+    next wake-up is the first tick at or after the drain's end. Integer packet counts and
+    the phase of arrivals against ticks are exact, which a fluid drain is not when the ring
+    holds a few. Such a sequence can take dozens of cycles to settle, or never settle
+    (cycles of 1–4 ticks in no fixed order), so every transmission is followed for
+    `cycles` wake-ups, and one that looks to end within `reach` for up to `horizon`: one
+    that ends meanwhile has an exact count (the cycle returned is span / count); the rest
+    is extrapolated from the wake-ups followed after the first `skip` (within `cycles`) or
+    from the second half of the horizon.
     """
-    # in units of packet gaps (arrival i at i) and of timer periods (tick j at j·T)
-    lam_t, lam_ti = lam * period, lam * ti
-    rho = lam * ws
-    inv = 1.0 / (1.0 - rho)
-    ti_t, ws_t = ti / period, ws / period
-    lam_d, d_t = lam * delay, delay / period
-    waits = bool(delay.any())  # shared cores only
-    j = np.ones(lam.shape)  # the first tick, one period after the first arrival
-    handled = np.zeros(lam.shape)  # packets taken or dropped so far
-    taken, dropped, empty = (np.zeros(lam.shape) for _ in range(3))
-    j0 = j
-    for c in range(cycles):
-        if c == skip:
-            taken[:], dropped[:], empty[:] = 0.0, 0.0, 0.0
-            j0 = j.copy()
-        a = j * lam_t + lam_ti  # the drain starts Ti after the tick
-        arrived = np.floor(a + 1e-9) + 1.0
-        q = arrived - handled
-        drop = np.maximum(q - ring, 0.0)
-        q -= drop
-        busy = q > 0
-        start = a + busy * lam_d if waits else a
-        extra = np.maximum(np.floor((start + q * rho - arrived) * inv + 1e-9) + 1.0, 0.0)
-        extra *= busy
-        q += extra  # packets this wake-up takes
-        handled = arrived + extra
-        taken += q
-        dropped += drop
-        empty += ~busy
-        end = j + ti_t + busy * d_t if waits else j + ti_t
-        j = np.maximum(np.ceil(end + q * ws_t - 1e-9), j + 1.0)
-    n = cycles - skip
-    return (j - j0) * period / n, taken / n, dropped / n, empty / n
+    c = _Cycles(lam, ws, ti, period, ring, delay, n)
+    c.follow(cycles, 0, skip, masked=False)
+    per_wake = c.late[2] / np.maximum(c.late[0], 1.0)
+    # the ones that ended (and overran their end) again, counting only their own wake-ups
+    ended = np.flatnonzero(c.handled >= n)
+    if ended.size:
+        sub = _Cycles(lam[ended], ws[ended], ti[ended], period[ended], ring[ended],
+                      delay[ended], n[ended])
+        sub.follow(cycles, 0, cycles, masked=True)
+        c.put(ended, sub)
+    more = np.flatnonzero((c.handled < n) & (
+        c.wakes + (n - c.handled) / np.maximum(per_wake, _TINY) <= reach))
+    c.late[:, more] = 0.0
+    for start in range(cycles, horizon, 64):  # in rounds, each on the ones still going
+        if not more.size:
+            break
+        sub = c.subset(more)
+        sub.follow(min(64, horizon - start), start, horizon // 2, masked=True)
+        c.put(more, sub)
+        more = more[c.handled[more] < n[more]]
+    done = c.handled >= n
+    w_late = np.maximum(c.late[0], 1.0)
+    per = np.maximum(c.wakes, 1.0)
+    # `_passive` counts ⌈span / cycle⌉ wake-ups and (count − 1) · P(empty) empty ones
+    return (np.where(done, span / per, c.late[1] * period / w_late),
+            np.where(done, c.taken / per, c.late[3] / w_late),
+            np.where(done, c.dropped / per, c.late[4] / w_late),
+            np.where(done, c.empty / np.maximum(c.wakes - 1.0, 1.0), c.late[5] / w_late))
+
+
+class _Cycles:
+    """The state of `_passive_cbr`'s followed cycles (in packet gaps and timer periods)."""
+
+    def __init__(self, lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                 ring: np.ndarray, delay: np.ndarray, n: np.ndarray) -> None:
+        self.lam_t, self.lam_ti, self.ring, self.n = lam * period, lam * ti, ring, n
+        self.rho = lam * ws
+        self.inv = 1.0 / (1.0 - self.rho)
+        self.ti_t, self.ws_t = ti / period, ws / period
+        self.lam_d, self.d_t = lam * delay, delay / period
+        self.j = np.ones(lam.shape)  # the first tick, one period after the first arrival
+        self.handled = np.zeros(lam.shape)  # packets taken or dropped so far
+        self.wakes, self.taken, self.dropped, self.empty = (np.zeros(lam.shape)
+                                                            for _ in range(4))
+        # over the second half of the cycles followed: wakes, ticks, packets handled,
+        # taken, dropped, empty wake-ups
+        self.late = np.zeros((6, lam.size))
+
+    def subset(self, idx: np.ndarray) -> _Cycles:
+        out = object.__new__(_Cycles)
+        out.__dict__ = {k: v[..., idx] for k, v in self.__dict__.items()}
+        return out
+
+    def put(self, idx: np.ndarray, sub: _Cycles) -> None:
+        for k, v in sub.__dict__.items():
+            getattr(self, k)[..., idx] = v
+
+    def follow(self, steps: int, start: int, first_late: int, masked: bool) -> None:
+        """Advance every transmission by `steps` wake-ups (numbered from `start`; if
+        `masked`, only those that have not ended); those from `first_late` on count in
+        `late`."""
+        on: np.ndarray | bool = True
+        for step in range(start, start + steps):
+            if masked:
+                on = self.handled < self.n
+            a = self.j * self.lam_t + self.lam_ti  # the drain starts Ti after the tick
+            arrived = np.floor(a + 1e-9) + 1.0
+            q = arrived - self.handled
+            drop = np.maximum(q - self.ring, 0.0)
+            q -= drop
+            busy = q > 0
+            a += busy * self.lam_d
+            extra = np.maximum(np.floor((a + q * self.rho - arrived) * self.inv + 1e-9) + 1.0,
+                               0.0) * busy
+            q += extra  # packets this wake-up takes
+            if masked:
+                q *= on
+                drop *= on
+            j = np.maximum(np.ceil(self.j + self.ti_t + busy * self.d_t + q * self.ws_t
+                                   - 1e-9), self.j + 1.0)
+            empty = on & ~busy
+            if step >= first_late:
+                for row, value in zip(self.late, (on, (j - self.j) * on, q + drop, q, drop,
+                                                  empty), strict=True):
+                    row += value
+            if masked:
+                np.copyto(self.j, j, where=on)
+                np.copyto(self.handled, arrived + extra, where=on)
+            else:
+                self.j, self.handled = j, arrived + extra
+            self.wakes += on
+            self.taken += q
+            self.dropped += drop
+            self.empty += empty
 
 
 def _mean_ceil(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:

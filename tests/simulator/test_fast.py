@@ -267,3 +267,25 @@ def test_a_backlog_left_by_a_livelocked_neighbour_drains_then_frees_the_core() -
     assert fast.packets_dropped == pytest.approx(des.packets_dropped, rel=0.1)
     assert fast.throughput_bps == pytest.approx(des.throughput_bps, rel=0.03)
     assert fast.interrupts == pytest.approx(des.interrupts, rel=0.05)
+
+
+@pytest.mark.parametrize(("rate", "size", "costs", "placement", "interval"), [
+    # cycles of 2 ticks for ~50 wake-ups, then a 1-1-2-2-2-2 pattern (1 069 wake-ups)
+    (888_458, 512, (2.635e-6, 0.496e-6, 0.1118e-9), "cross_package", 18.8e-6),
+    # cycles of 1 to 4 ticks in no fixed order (100 wake-ups)
+    (1_424_100, 1500, (1.060e-6, 0.227e-6, 0.2169e-9), "same_core", 82.46e-6),
+])
+def test_passive_cbr_cycles_that_settle_late_or_never_match_the_des(
+        rate: float, size: int, costs: tuple[float, float, float], placement: str,
+        interval: float) -> None:
+    raw = {"hosts": {"h": {"cores": 2, "costs": dict(zip(("irq", "per_packet", "per_byte"),
+                                                         costs, strict=True))}},
+           "nics": {"n": {"host": "h", "link": "100Gbit/s"}},
+           "transmissions": [{"id": "t", "nic": "n", "size": 30_000 * size,
+                              "packet_size": size, "rate": rate, "arrival": "cbr"}]}
+    config = parse_config(raw, source="test")
+    setting = NicSetting("passive_wait", poll_interval=interval, ring_slots=4096,
+                         placement=placement)
+    fast = run(config, setting)
+    des = simulate_any(config, {"t": setting}, engine="des", exact=True)[0]
+    assert fast.interrupts == pytest.approx(des.interrupts, rel=0.01)
