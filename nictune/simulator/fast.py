@@ -747,7 +747,8 @@ def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
     followed (the first `skip` not counted); integer packet counts and the phase of
     arrivals against ticks are exact, which a fluid drain is not when the ring holds a few.
     """
-    # in units of packet gaps (arrival i at i) and of timer periods (tick j at j·T)
+    # in units of packet gaps (arrival i at i) and of timer periods (tick j at j·T); the
+    # loop works in place on preallocated arrays (it runs `cycles` times over every element)
     lam_t, lam_ti = lam * period, lam * ti
     rho = lam * ws
     inv = 1.0 / (1.0 - rho)
@@ -756,30 +757,53 @@ def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
     waits = bool(delay.any())  # shared cores only
     j = np.ones(lam.shape)  # the first tick, one period after the first arrival
     handled = np.zeros(lam.shape)  # packets taken or dropped so far
-    taken, dropped, empty = (np.zeros(lam.shape) for _ in range(3))
-    j0 = j
+    taken, dropped, woke = (np.zeros(lam.shape) for _ in range(3))
+    a, arrived, q, drop, extra, nxt = (np.empty(lam.shape) for _ in range(6))
+    busy = np.empty(lam.shape, dtype=bool)
+    j0 = j.copy()
     for c in range(cycles):
         if c == skip:
-            taken[:], dropped[:], empty[:] = 0.0, 0.0, 0.0
             j0 = j.copy()
-        a = j * lam_t + lam_ti  # the drain starts Ti after the tick
-        arrived = np.floor(a + 1e-9) + 1.0
-        q = arrived - handled
-        drop = np.maximum(q - ring, 0.0)
+        np.multiply(j, lam_t, out=a)
+        a += lam_ti  # the drain starts Ti after the tick
+        np.add(a, 1e-9, out=arrived)
+        np.floor(arrived, out=arrived)
+        arrived += 1.0
+        np.subtract(arrived, handled, out=q)
+        np.subtract(q, ring, out=drop)
+        np.maximum(drop, 0.0, out=drop)
         q -= drop
-        busy = q > 0
-        start = a + busy * lam_d if waits else a
-        extra = np.maximum(np.floor((start + q * rho - arrived) * inv + 1e-9) + 1.0, 0.0)
+        np.greater(q, 0, out=busy)
+        if waits:
+            a += busy * lam_d  # the drain's start
+        # extra = max(⌊(start + q·ρ − arrived) / (1 − ρ) + 1e-9⌋ + 1, 0) if busy
+        np.multiply(q, rho, out=extra)
+        extra += a
+        extra -= arrived
+        extra *= inv
+        extra += 1e-9
+        np.floor(extra, out=extra)
+        extra += 1.0
+        np.maximum(extra, 0.0, out=extra)
         extra *= busy
         q += extra  # packets this wake-up takes
-        handled = arrived + extra
-        taken += q
-        dropped += drop
-        empty += ~busy
-        end = j + ti_t + busy * d_t if waits else j + ti_t
-        j = np.maximum(np.ceil(end + q * ws_t - 1e-9), j + 1.0)
+        np.add(arrived, extra, out=handled)
+        if c >= skip:
+            taken += q
+            dropped += drop
+            woke += busy
+        # the next tick: max(⌈end + q·w/T − 1e-9⌉, j + 1), the drain ending at end + q·w/T
+        np.add(j, ti_t, out=nxt)
+        if waits:
+            nxt += busy * d_t
+        np.multiply(q, ws_t, out=extra)
+        nxt += extra
+        nxt -= 1e-9
+        np.ceil(nxt, out=nxt)
+        j += 1.0
+        np.maximum(nxt, j, out=j)
     n = cycles - skip
-    return (j - j0) * period / n, taken / n, dropped / n, empty / n
+    return (j - j0) * period / n, taken / n, dropped / n, (n - woke) / n
 
 
 def _mean_ceil(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
