@@ -672,9 +672,10 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     mu = lam[:, None] * (k * period[:, None] - drain)  # (e, S): mean of the next q
     # v[n] · Poisson(mu[n]) of the next q = 0 … n_q − 1, by v e^(−μ) Π μ/i
     pm = np.empty((e, n_q, n_s))
-    pm[:, 0, :] = v * np.exp(-mu)
-    np.divide(mu[:, None, :], qs[1:, None], out=pm[:, 1:, :])
-    np.cumprod(pm, axis=1, out=pm)
+    np.multiply(v, np.exp(-mu), out=pm[:, 0])
+    for i in range(1, n_q):  # a cumulative product along q, one (e, S) slice at a time
+        np.divide(mu, qs[i], out=pm[:, i])
+        pm[:, i] *= pm[:, i - 1]
     cap = np.minimum(ring, n_q - 1).astype(np.int64)
     if (cap < n_q - 1).any():
         pm *= (qs[None, :] < cap[:, None])[:, :, None]
@@ -682,7 +683,9 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     pm[np.arange(e), cap, :] = v - pm.sum(axis=1)  # the ring holds at most cap
     # the transition matrix transposed, M[q, x] = Σ_n P(S = n | q) · P(next = x | S = n),
     # and π (M − I) = 0 with Σπ = 1 (the last equation replaced)
-    lhs = np.matmul(pm, table_t) / norm[:, None, :] - np.eye(n_q)[None]
+    lhs = np.matmul(pm, table_t)
+    lhs /= norm[:, None, :]
+    lhs.reshape(e, -1)[:, ::n_q + 1] -= 1.0  # − I
     lhs[:, -1, :] = 1.0
     rhs = np.zeros((e, n_q, 1))
     rhs[:, -1, 0] = 1.0
