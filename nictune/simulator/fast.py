@@ -313,10 +313,16 @@ def _waterfill_rows(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarr
                     weight: np.ndarray) -> np.ndarray:
     key = lam / weight
     # the sum at every knot L = key_k: f[p, i, k] = Σ_j m_ij·min(λ_j, weight_j·key_k)·w_j
-    f = np.matmul(m, np.minimum(lam[:, :, None], weight[:, :, None] * key[:, None, :])
-                  * w[:, :, None])
-    # the highest knot below the level; the members whose knots are above it share the rest
-    top = np.where(f <= cpu[:, :, None], key[:, None, :], -np.inf).max(axis=2)
+    # (the outer product weight_j·key_k as a matmul: faster than broadcasting, same values)
+    g = np.matmul(weight[:, :, None], key[:, None, :])
+    np.minimum(g, lam[:, :, None], out=g)
+    g *= w[:, :, None]
+    below = np.matmul(m, g) <= cpu[:, :, None]
+    # the highest knot below the level (knot by knot: faster than a reduction over the short
+    # last axis); the members whose knots are above it share the rest
+    top = np.full(cpu.shape, -np.inf)
+    for k in range(key.shape[1]):
+        np.maximum(top, np.where(below[:, :, k], key[:, k:k + 1], -np.inf), out=top)
     full = m * (key[:, None, :] <= top[:, :, None])
     base = np.matmul(full, (lam * w)[:, :, None])[:, :, 0]
     rest = np.matmul(m - full, (weight * w)[:, :, None])[:, :, 0]
