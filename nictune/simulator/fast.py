@@ -258,10 +258,7 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
         if length <= 0 or not member.any():
             continue
         backlog = q > 0.5
-        if backlog.any():
-            m = same * (member[:, :, None] & member[:, None, :])
-        else:
-            m = same * (act[:, None] * act[None, :])
+        m = _pairs(same, member)
         # what the members on each one's core add up to: interrupts, the sleeping ones'
         # wake-ups, load and residual work
         mine = per * act[None, :, None]
@@ -285,21 +282,33 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
         q = np.minimum(avail - taken, cap)
         q_end = np.where((act > 0) & ends[k], q, q_end)
     # after the last arrival: the backlogs drain; rates change each time one empties
+    # (only the rows that still hold a backlog)
     now = np.full((wj.shape[0], 1), edges[-1])
     for _ in range(wj.shape[1]):
-        left = q > 0.5
-        if not left.any():
+        rows = np.flatnonzero((q > 0.5).any(axis=1))
+        if not rows.size:
             break
-        m = same * (left[:, :, None] & left[:, None, :])
-        rk = _waterfill(m, np.where(left, 1e30, 0.0), wj, np.ones(wj.shape), weight)
-        until = np.where(left, q / np.maximum(np.minimum(rk, 1e300), _TINY), np.inf)
+        qr = q[rows]
+        left = qr > 0.5
+        rk = _waterfill(_pairs(same[rows], left), np.where(left, 1e30, 0.0), wj[rows],
+                        np.ones(left.shape), weight[rows])
+        until = np.where(left, qr / np.maximum(np.minimum(rk, 1e300), _TINY), np.inf)
         step = until.min(axis=1, keepdims=True)
         step = np.where(np.isfinite(step), step, 0.0)
         empties = left & (until <= step * (1 + 1e-9))
-        fin = np.where(empties, now + until, fin)
-        q = np.where(empties, 0.0, np.clip(q - np.minimum(rk, 1e300) * step, 0.0, None))
-        now = now + step
+        fin[rows] = np.where(empties, now[rows] + until, fin[rows])
+        q[rows] = np.where(empties, 0.0, np.clip(qr - np.minimum(rk, 1e300) * step, 0.0, None))
+        now[rows] += step
     return rho, resid, high, dropped, q_end, taken_own, fin
+
+
+def _pairs(same: np.ndarray, member: np.ndarray) -> np.ndarray:
+    """same_ij · member_i · member_j: the members sharing each one's core (the outer product
+    as a batched matmul, faster than broadcasting)."""
+    mf = member.astype(float)
+    m = np.matmul(mf[:, :, None], mf[:, None, :])
+    m *= same
+    return m
 
 
 def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
@@ -314,6 +323,8 @@ def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
     """
     need = np.matmul(m, (lam * w)[:, :, None])[:, :, 0] > cpu  # cores that cannot keep up
     rows = np.flatnonzero(need.any(axis=1))
+    if rows.size == cpu.shape[0]:
+        return _waterfill_rows(m, lam, w, cpu, weight)
     r = np.full(cpu.shape, np.inf)
     if rows.size:
         r[rows] = _waterfill_rows(m[rows], lam[rows], w[rows], cpu[rows], weight[rows])
