@@ -418,14 +418,15 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     mode = b.mode
     act, pas, wat, bus = (mode == ACTIVE), (mode == PASSIVE), (mode == WATERMARK), (mode == BUSY)
     lam, ti = wl.local[None, :], wl.ti[None, :]
-    poisson = (wl.arrival == POISSON)[None, :]
     w = wl.tp[None, :] + wl.size[None, :] * wl.tb_mem[None, :] * _PLACE[b.placement]
     period = np.where(pas, b.poll_interval, 1.0)
     wm = np.where(wat, np.maximum(b.watermark, 1.0), 1.0)
     tau = np.where(wat, b.watermark_timeout, 0.0)
     n_wake = np.ones(shape)
-    n_wake[wat] = _packets_at_wake(np.broadcast_to(lam, shape)[wat], wm[wat], tau[wat],
-                                   np.broadcast_to(poisson, shape)[wat])
+    sel = np.flatnonzero(wat)  # (integer indices: faster than a boolean mask)
+    wcol = sel % shape[1]
+    n_wake.ravel()[sel] = _packets_at_wake(wl.local[wcol], wm.ravel()[sel], tau.ravel()[sel],
+                                           wl.arrival[wcol] == POISSON)
     onoff_wat = wat & (wl.arrival == ONOFF)[None, :] & (tau > 0)
     if onoff_wat.any():
         n_wake[onoff_wat] = _onoff_packets_at_wake(
