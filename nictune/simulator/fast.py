@@ -437,12 +437,12 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     # batched modes pay Ti once per cycle and self-regulate ("soft", `_core_share`)
     cap_q = np.where(act, wl.backlog[None, :], b.ring_slots)
     hard = np.where(act, lam * ti, 0.0)
-    soft = _wake_load(lam, w, ti, period, n_wake, pas, wat)
+    soft = _wake_load(wl, w, period, n_wake, pas, wat)
     share = _core_share(wl, b, w, hard, soft, cap_q)
     ws = w / np.clip(1.0 - share.rho_o, 0.02, None)
     if wl.groups:  # shared hosts: the others' wake-ups are real while they still sleep
         sleeps = (pas | wat) & (lam * ws < 1.0) & ~np.isfinite(share.r)
-        soft = _wake_load(lam, ws, ti, period, n_wake, pas, wat)
+        soft = _wake_load(wl, ws, period, n_wake, pas, wat)
         share = _core_share(wl, b, w, hard, soft, cap_q, sleeps)
         ws = w / np.clip(1.0 - share.rho_o, 0.02, None)
         # active_wait's backlog out-queues the others' single requests: only their
@@ -521,14 +521,25 @@ def _outputs(wl: Workload, res: dict[str, np.ndarray], w: np.ndarray, bus: np.nd
     }
 
 
-def _wake_load(lam: np.ndarray, w: np.ndarray, ti: np.ndarray, period: np.ndarray,
-               n_wake: np.ndarray, pas: np.ndarray, wat: np.ndarray) -> np.ndarray:
+def _wake_load(wl: Workload, w: np.ndarray, period: np.ndarray, n_wake: np.ndarray,
+               pas: np.ndarray, wat: np.ndarray) -> np.ndarray:
     """CPU share of the batched modes' wake-ups (Ti once per cycle of k timer periods, or per
-    n_w packets plus what arrives while draining) for a packet cost w."""
-    free = np.clip(1.0 - lam * w, 1e-6, None)
-    k = np.maximum(1.0, np.ceil(ti / (period * free) - 1e-9))
-    per_wake = n_wake + lam * (ti + n_wake * w) / free
-    return np.select([pas, wat], [ti / (k * period), lam * ti / per_wake], 0.0)
+    n_w packets plus what arrives while draining) for a packet cost w (each mode computed on
+    its own elements only)."""
+    out = np.zeros(w.shape)
+    for mask in (pas, wat):
+        sel = np.flatnonzero(mask)
+        col = sel % w.shape[1]
+        lam, ti, ws = wl.local[col], wl.ti[col], w.ravel()[sel]
+        free = np.clip(1.0 - lam * ws, 1e-6, None)
+        if mask is pas:
+            t = period.ravel()[sel]
+            k = np.maximum(1.0, np.ceil(ti / (t * free) - 1e-9))
+            out.ravel()[sel] = ti / (k * t)
+        else:
+            n_w = n_wake.ravel()[sel]
+            out.ravel()[sel] = lam * ti / (n_w + lam * (ti + n_w * ws) / free)
+    return out
 
 
 def _active(cx: _Ctx, high: np.ndarray) -> _Mode:
