@@ -206,7 +206,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
                 & (end[None, :] >= hi[:, None] - _TINY)).astype(float)  # (phases, m)
     inflow = wl.n[cols] / np.maximum(wl.span[cols], _TINY)  # n packets over the span
     # a core that keeps up in a phase: its members' work and interrupts fit (`_waterfill`)
-    load = np.matmul(same, (inflow * wj + irq + woken)[:, :, None] * arriving.T[None])
+    load = np.matmul(same * (inflow * wj + irq + woken)[:, None, :], arriving.T)
     load -= woken[:, :, None] * arriving.T[None]
     busy = np.flatnonzero(((load > 1.0 - 1e-9) & (arriving.T[None] > 0)).any(axis=(1, 2)))
     span = np.maximum(wl.span[cols], _TINY)
