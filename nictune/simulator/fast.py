@@ -711,19 +711,20 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     k = np.maximum(1.0, np.ceil((ti[:, None] + drain) / period[:, None] - 1e-9))
     mu = lam[:, None] * (k * period[:, None] - drain)  # (e, S): mean of the next q
     # v[n] · Poisson(mu[n]) of the next q = 0 … n_q − 1, by v e^(−μ) Π μ/i
-    pm = np.empty((e, n_q, n_s))
-    np.multiply(v, np.exp(-mu), out=pm[:, 0])
-    for i in range(1, n_q):  # a cumulative product along q, one (e, S) slice at a time
-        np.divide(mu, qs[i], out=pm[:, i])
-        pm[:, i] *= pm[:, i - 1]
+    # (built as (Q, e, S): a cumulative product along q over contiguous (e, S) slices)
+    pm = np.empty((n_q, e, n_s))
+    np.multiply(v, np.exp(-mu), out=pm[0])
+    for i in range(1, n_q):
+        np.divide(mu, qs[i], out=pm[i])
+        pm[i] *= pm[i - 1]
     cap = np.minimum(ring, n_q - 1).astype(np.int64)
     if (cap < n_q - 1).any():
-        pm *= (qs[None, :] < cap[:, None])[:, :, None]
-    pm[np.arange(e), cap, :] = 0.0
-    pm[np.arange(e), cap, :] = v - pm.sum(axis=1)  # the ring holds at most cap
+        pm *= (qs[:, None] < cap[None, :])[:, :, None]
+    pm[cap, np.arange(e), :] = 0.0
+    pm[cap, np.arange(e), :] = v - pm.sum(axis=0)  # the ring holds at most cap
     # the transition matrix transposed, M[q, x] = Σ_n P(S = n | q) · P(next = x | S = n),
     # and π (M − I) = 0 with Σπ = 1 (the last equation replaced)
-    lhs = np.matmul(pm, table_t)
+    lhs = np.matmul(np.ascontiguousarray(pm.transpose(1, 0, 2)), table_t)
     lhs /= norm[:, None, :]
     lhs.reshape(e, -1)[:, ::n_q + 1] -= 1.0  # − I
     lhs[:, -1, :] = 1.0
