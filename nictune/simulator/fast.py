@@ -527,12 +527,12 @@ def _wake_load(wl: Workload, w: np.ndarray, period: np.ndarray, n_wake: np.ndarr
     n_w packets plus what arrives while draining) for a packet cost w (each mode computed on
     its own elements only)."""
     out = np.zeros(w.shape)
-    for mask in (pas, wat):
+    for mask, passive in ((pas, True), (wat, False)):
         sel = np.flatnonzero(mask)
         col = sel % w.shape[1]
         lam, ti, ws = wl.local[col], wl.ti[col], w.ravel()[sel]
         free = np.clip(1.0 - lam * ws, 1e-6, None)
-        if mask is pas:
+        if passive:
             t = period.ravel()[sel]
             k = np.maximum(1.0, np.ceil(ti / (t * free) - 1e-9))
             out.ravel()[sel] = ti / (k * t)
@@ -853,8 +853,9 @@ def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
 def _mean_ceil(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
     """E⌈Y⌉ for Y ≈ Normal(mu, sigma²): mu + ½ + Σₖ sin(2πk·mu)/(πk)·exp(−2π²k²σ²)."""
     out = np.where(sigma < 0.12, np.ceil(mu - 1e-9), mu + 0.5)
+    sel = np.flatnonzero(sigma >= 0.12)
     for k in range(1, 7):  # the k-th term is below e^-20 once σ ≥ 1/k
-        sel = np.flatnonzero((sigma >= 0.12) & (sigma < 1.0 / k))
+        sel = sel[sigma[sel] < 1.0 / k]  # (σ < 1/k holds for fewer elements at each k)
         if not sel.size:
             break
         out[sel] += np.sin(2 * np.pi * k * mu[sel]) / (np.pi * k) * np.exp(
