@@ -407,10 +407,14 @@ class _Ctx:
     def time_of(self, idx: np.ndarray) -> np.ndarray:
         """Arrival time of packet `idx` (1-based, fluid) after the first arrival."""
         i = np.clip(idx - 1.0, 0.0, None)
-        pb = self.c("per_burst")
-        bursts = np.floor(i / pb + 1e-9)
-        return np.where(self.onoff, bursts * self.c("cycle") + (i - bursts * pb) / self.lam,
-                        i / self.lam)
+        out = i / self.lam
+        oo = np.flatnonzero(self.onoff)  # onoff: whole bursts, then the burst rate
+        if oo.size:
+            col, i = self.col[oo], i[oo]
+            pb = self.wl.per_burst[col]
+            bursts = np.floor(i / pb + 1e-9)
+            out[oo] = bursts * self.wl.cycle[col] + (i - bursts * pb) / self.lam[oo]
+        return out
 
 
 def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
