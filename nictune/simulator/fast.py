@@ -718,8 +718,8 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     # (built as (Q, e, S): a cumulative product along q over contiguous (e, S) slices)
     pm = np.empty((n_q, e, n_s))
     np.multiply(v, np.exp(-mu), out=pm[0])
+    np.divide(mu, qs[1:, None, None], out=pm[1:])
     for i in range(1, n_q):
-        np.divide(mu, qs[i], out=pm[i])
         pm[i] *= pm[i - 1]
     cap = np.minimum(ring, n_q - 1).astype(np.int64)
     if (cap < n_q - 1).any():
@@ -728,7 +728,7 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     pm[cap, np.arange(e), :] = v - pm.sum(axis=0)  # the ring holds at most cap
     # the transition matrix transposed, M[q, x] = Σ_n P(S = n | q) · P(next = x | S = n),
     # and π (M − I) = 0 with Σπ = 1 (the last equation replaced)
-    lhs = np.matmul(np.ascontiguousarray(pm.transpose(1, 0, 2)), table_t)
+    lhs = np.matmul(pm.transpose(1, 0, 2), table_t)
     lhs /= norm[:, None, :]
     lhs.reshape(e, -1)[:, ::n_q + 1] -= 1.0  # − I
     lhs[:, -1, :] = 1.0
