@@ -51,6 +51,7 @@ _PLACE = np.array([PLACEMENT_COST[p] for p in PLACEMENTS])
 _TINY = 1e-12
 # (ring states, drain lengths) of the passive_wait chains, smallest first
 CHAIN_SIZES = ((8, 24), (16, 48), (24, 80), (32, 120), (40, 160))
+BLOCK = 50_000  # (p, t) elements `evaluate` works on at a time
 
 
 @dataclass(frozen=True)
@@ -124,9 +125,19 @@ def evaluate_batch(config: Config, transmissions: list[Transmission],
 
 
 def evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
-    """`evaluate_batch` on a prepared `Workload` (reuse it across many batches)."""
+    """`evaluate_batch` on a prepared `Workload` (reuse it across many batches).
+
+    Rows are independent: a large batch goes through in blocks of about BLOCK elements,
+    whose temporaries stay in the CPU caches.
+    """
+    p, t = b.shape
+    step = max(1, BLOCK // max(t, 1))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _evaluate(wl, b)
+        if p <= step:
+            return _evaluate(wl, b)
+        parts = [_evaluate(wl, SettingBatch(*(a[i:i + step] for a in b.arrays())))
+                 for i in range(0, p, step)]
+    return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
 
 
 @dataclass
@@ -145,10 +156,11 @@ class _Share:
 
 @dataclass(frozen=True)
 class _Wakes:
-    """What the batched consumers' wake-up load depends on (arrays (P, T)), and which of
-    them still empty their rings (`sleeps`): only those are woken."""
+    """What the batched consumers' wake-up load depends on (per column: `local`, `ti`; the
+    rest arrays (P, T)), and which of them still empty their rings (`sleeps`): only those
+    are woken."""
 
-    lam: np.ndarray
+    local: np.ndarray
     ti: np.ndarray
     period: np.ndarray
     n_wake: np.ndarray
@@ -159,8 +171,8 @@ class _Wakes:
     def load(self, rows: np.ndarray, cols: np.ndarray, w: np.ndarray) -> np.ndarray:
         """The sleeping ones' wake-up load at a packet cost w (rows × cols)."""
         at = np.ix_(rows, cols)
-        return _wake_load(self.lam[at], w, self.ti[at], self.period[at], self.n_wake[at],
-                          self.pas[at], self.wat[at]) * self.sleeps[at]
+        return _wake_load(self.local[cols], self.ti[cols], w, self.period[at],
+                          self.n_wake[at], self.pas[at], self.wat[at]) * self.sleeps[at]
 
 
 def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray,
@@ -216,7 +228,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
                 & (end[None, :] >= hi[:, None] - _TINY)).astype(float)  # (phases, m)
     inflow = wl.n[cols] / np.maximum(wl.span[cols], _TINY)  # n packets over the span
     # a core that keeps up in a phase: its members' work and interrupts fit (`_waterfill`)
-    load = np.matmul(same, (inflow * wj + irq + woken)[:, :, None] * arriving.T[None])
+    load = np.matmul(same * (inflow * wj + irq + woken)[:, None, :], arriving.T)
     load -= woken[:, :, None] * arriving.T[None]
     busy = np.flatnonzero(((load > 1.0 - 1e-9) & (arriving.T[None] > 0)).any(axis=(1, 2)))
     span = np.maximum(wl.span[cols], _TINY)
@@ -266,9 +278,9 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
     behind while its packets arrive.
 
     `wake(rows, w)`: the wake-up load of the sleeping batched consumers in those rows at a
-    packet cost w. A
-    consumer that drains beside a backlogged one alternates with it packet by packet, so
-    its drains are long and its wake-ups rare: its cost is its own w plus theirs."""
+    packet cost w. A consumer that drains beside a backlogged one alternates with it packet
+    by packet, so its drains are long and its wake-ups rare: its cost is its own w plus
+    theirs."""
     rho, resid, high, q, q_end, taken_own, dropped, behind = (np.zeros(wj.shape)
                                                               for _ in range(8))
     fin = np.broadcast_to(end, wj.shape).copy()  # when the last packet is taken
@@ -293,7 +305,7 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
             qs, sm, ws, hs = q[live], same[live], wj[live], h[live]
             member = (act[None, :] > 0) | (qs > 0.5)
             backlog = qs > 0.5
-            m = sm * (member[:, :, None] & member[:, None, :])
+            m = _pairs(sm, member)
             demand = np.where(backlog, 1e30, act * inflow)
             woken = np.zeros(ws.shape)
             # a member with a backlog takes all it can get (round-robin share of the rest)
@@ -329,21 +341,33 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
                 break
         q_end = np.where((act > 0) & ends[k], q, q_end)
     # after the last arrival: the backlogs drain; rates change each time one empties
+    # (only the rows that still hold a backlog)
     now = np.full((wj.shape[0], 1), edges[-1])
     for _ in range(wj.shape[1]):
-        left = q > 0.5
-        if not left.any():
+        rows = np.flatnonzero((q > 0.5).any(axis=1))
+        if not rows.size:
             break
-        m = same * (left[:, :, None] & left[:, None, :])
-        rk = _waterfill(m, np.where(left, 1e30, 0.0), wj, np.ones(wj.shape), weight)
-        until = np.where(left, q / np.maximum(np.minimum(rk, 1e300), _TINY), np.inf)
+        qr = q[rows]
+        left = qr > 0.5
+        rk = _waterfill(_pairs(same[rows], left), np.where(left, 1e30, 0.0), wj[rows],
+                        np.ones(left.shape), weight[rows])
+        until = np.where(left, qr / np.maximum(np.minimum(rk, 1e300), _TINY), np.inf)
         step = until.min(axis=1, keepdims=True)
         step = np.where(np.isfinite(step), step, 0.0)
         empties = left & (until <= step * (1 + 1e-9))
-        fin = np.where(empties, now + until, fin)
-        q = np.where(empties, 0.0, np.clip(q - np.minimum(rk, 1e300) * step, 0.0, None))
-        now = now + step
+        fin[rows] = np.where(empties, now[rows] + until, fin[rows])
+        q[rows] = np.where(empties, 0.0, np.clip(qr - np.minimum(rk, 1e300) * step, 0.0, None))
+        now[rows] += step
     return rho, resid, high, dropped, q_end, taken_own, fin, behind
+
+
+def _pairs(same: np.ndarray, member: np.ndarray) -> np.ndarray:
+    """same_ij · member_i · member_j: the members sharing each one's core (the outer product
+    as a batched matmul, faster than broadcasting)."""
+    mf = member.astype(float)
+    m = np.matmul(mf[:, :, None], mf[:, None, :])
+    m *= same
+    return m
 
 
 def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
@@ -358,6 +382,8 @@ def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
     """
     need = np.matmul(m, (lam * w)[:, :, None])[:, :, 0] > cpu  # cores that cannot keep up
     rows = np.flatnonzero(need.any(axis=1))
+    if rows.size == cpu.shape[0]:
+        return _waterfill_rows(m, lam, w, cpu, weight)
     r = np.full(cpu.shape, np.inf)
     if rows.size:
         r[rows] = _waterfill_rows(m[rows], lam[rows], w[rows], cpu[rows], weight[rows])
@@ -368,10 +394,16 @@ def _waterfill_rows(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarr
                     weight: np.ndarray) -> np.ndarray:
     key = lam / weight
     # the sum at every knot L = key_k: f[p, i, k] = Σ_j m_ij·min(λ_j, weight_j·key_k)·w_j
-    f = np.matmul(m, np.minimum(lam[:, :, None], weight[:, :, None] * key[:, None, :])
-                  * w[:, :, None])
-    # the highest knot below the level; the members whose knots are above it share the rest
-    top = np.where(f <= cpu[:, :, None], key[:, None, :], -np.inf).max(axis=2)
+    # (the outer product weight_j·key_k as a matmul: faster than broadcasting, same values)
+    g = np.matmul(weight[:, :, None], key[:, None, :])
+    np.minimum(g, lam[:, :, None], out=g)
+    g *= w[:, :, None]
+    below = np.matmul(m, g) <= cpu[:, :, None]
+    # the highest knot below the level (knot by knot: faster than a reduction over the short
+    # last axis); the members whose knots are above it share the rest
+    top = np.full(cpu.shape, -np.inf)
+    for k in range(key.shape[1]):
+        np.maximum(top, np.where(below[:, :, k], key[:, k:k + 1], -np.inf), out=top)
     full = m * (key[:, None, :] <= top[:, :, None])
     base = np.matmul(full, (lam * w)[:, :, None])[:, :, 0]
     rest = np.matmul(m - full, (weight * w)[:, :, None])[:, :, 0]
@@ -434,10 +466,14 @@ class _Ctx:
     def time_of(self, idx: np.ndarray) -> np.ndarray:
         """Arrival time of packet `idx` (1-based, fluid) after the first arrival."""
         i = np.clip(idx - 1.0, 0.0, None)
-        pb = self.c("per_burst")
-        bursts = np.floor(i / pb + 1e-9)
-        return np.where(self.onoff, bursts * self.c("cycle") + (i - bursts * pb) / self.lam,
-                        i / self.lam)
+        out = i / self.lam
+        oo = np.flatnonzero(self.onoff)  # onoff: whole bursts, then the burst rate
+        if oo.size:
+            col, i = self.col[oo], i[oo]
+            pb = self.wl.per_burst[col]
+            bursts = np.floor(i / pb + 1e-9)
+            out[oo] = bursts * self.wl.cycle[col] + (i - bursts * pb) / self.lam[oo]
+        return out
 
 
 def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
@@ -445,14 +481,15 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     mode = b.mode
     act, pas, wat, bus = (mode == ACTIVE), (mode == PASSIVE), (mode == WATERMARK), (mode == BUSY)
     lam, ti = wl.local[None, :], wl.ti[None, :]
-    poisson = (wl.arrival == POISSON)[None, :]
     w = wl.tp[None, :] + wl.size[None, :] * wl.tb_mem[None, :] * _PLACE[b.placement]
     period = np.where(pas, b.poll_interval, 1.0)
     wm = np.where(wat, np.maximum(b.watermark, 1.0), 1.0)
     tau = np.where(wat, b.watermark_timeout, 0.0)
     n_wake = np.ones(shape)
-    n_wake[wat] = _packets_at_wake(np.broadcast_to(lam, shape)[wat], wm[wat], tau[wat],
-                                   np.broadcast_to(poisson, shape)[wat])
+    sel = np.flatnonzero(wat)  # (integer indices: faster than a boolean mask)
+    wcol = sel % shape[1]
+    n_wake.ravel()[sel] = _packets_at_wake(wl.local[wcol], wm.ravel()[sel], tau.ravel()[sel],
+                                           wl.arrival[wcol] == POISSON)
     onoff_wat = wat & (wl.arrival == ONOFF)[None, :] & (tau > 0)
     if onoff_wat.any():
         n_wake[onoff_wat] = _onoff_packets_at_wake(
@@ -463,14 +500,13 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     # batched modes pay Ti once per cycle and self-regulate ("soft", `_core_share`)
     cap_q = np.where(act, wl.backlog[None, :], b.ring_slots)
     hard = np.where(act, lam * ti, 0.0)
-    soft = _wake_load(lam, w, ti, period, n_wake, pas, wat)
+    soft = _wake_load(wl.local, wl.ti, w, period, n_wake, pas, wat)
     share = _core_share(wl, b, w, hard, soft, cap_q)
     ws = w / np.clip(1.0 - share.rho_o, 0.02, None)
     if wl.groups:  # shared hosts: the others' wake-ups are real while they still sleep
         sleeps = (pas | wat) & (lam * ws < 1.0) & ~np.isfinite(share.r)
-        soft = _wake_load(lam, ws, ti, period, n_wake, pas, wat)
-        wakes = _Wakes(*(np.broadcast_to(a, shape) for a in (lam, ti, period, n_wake, pas,
-                                                            wat, sleeps)))
+        soft = _wake_load(wl.local, wl.ti, ws, period, n_wake, pas, wat)
+        wakes = _Wakes(wl.local, wl.ti, period, n_wake, pas, wat, sleeps)
         share = _core_share(wl, b, w, hard, soft, cap_q, wakes)
         ws = w / np.clip(1.0 - share.rho_o, 0.02, None)
         # active_wait's backlog out-queues the others' single requests: only their
@@ -550,14 +586,25 @@ def _outputs(wl: Workload, res: dict[str, np.ndarray], w: np.ndarray, bus: np.nd
     }
 
 
-def _wake_load(lam: np.ndarray, w: np.ndarray, ti: np.ndarray, period: np.ndarray,
+def _wake_load(local: np.ndarray, ti_col: np.ndarray, w: np.ndarray, period: np.ndarray,
                n_wake: np.ndarray, pas: np.ndarray, wat: np.ndarray) -> np.ndarray:
     """CPU share of the batched modes' wake-ups (Ti once per cycle of k timer periods, or per
-    n_w packets plus what arrives while draining) for a packet cost w."""
-    free = np.clip(1.0 - lam * w, 1e-6, None)
-    k = np.maximum(1.0, np.ceil(ti / (period * free) - 1e-9))
-    per_wake = n_wake + lam * (ti + n_wake * w) / free
-    return np.select([pas, wat], [ti / (k * period), lam * ti / per_wake], 0.0)
+    n_w packets plus what arrives while draining) for a packet cost w (arrays (rows, cols);
+    `local` and `ti_col` per column; each mode computed on its own elements only)."""
+    out = np.zeros(w.shape)
+    for mask, passive in ((pas, True), (wat, False)):
+        sel = np.flatnonzero(mask)
+        col = sel % w.shape[1]
+        lam, ti, ws = local[col], ti_col[col], w.ravel()[sel]
+        free = np.clip(1.0 - lam * ws, 1e-6, None)
+        if passive:
+            t = period.ravel()[sel]
+            k = np.maximum(1.0, np.ceil(ti / (t * free) - 1e-9))
+            out.ravel()[sel] = ti / (k * t)
+        else:
+            n_w = n_wake.ravel()[sel]
+            out.ravel()[sel] = lam * ti / (n_w + lam * (ti + n_w * ws) / free)
+    return out
 
 
 def _active(cx: _Ctx, high: np.ndarray) -> _Mode:
@@ -730,18 +777,22 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     k = np.maximum(1.0, np.ceil((ti[:, None] + drain) / period[:, None] - 1e-9))
     mu = lam[:, None] * (k * period[:, None] - drain)  # (e, S): mean of the next q
     # v[n] · Poisson(mu[n]) of the next q = 0 … n_q − 1, by v e^(−μ) Π μ/i
-    pm = np.empty((e, n_q, n_s))
-    pm[:, 0, :] = v * np.exp(-mu)
-    np.divide(mu[:, None, :], qs[1:, None], out=pm[:, 1:, :])
-    np.cumprod(pm, axis=1, out=pm)
+    # (built as (Q, e, S): a cumulative product along q over contiguous (e, S) slices)
+    pm = np.empty((n_q, e, n_s))
+    np.multiply(v, np.exp(-mu), out=pm[0])
+    np.divide(mu, qs[1:, None, None], out=pm[1:])
+    for i in range(1, n_q):
+        pm[i] *= pm[i - 1]
     cap = np.minimum(ring, n_q - 1).astype(np.int64)
     if (cap < n_q - 1).any():
-        pm *= (qs[None, :] < cap[:, None])[:, :, None]
-    pm[np.arange(e), cap, :] = 0.0
-    pm[np.arange(e), cap, :] = v - pm.sum(axis=1)  # the ring holds at most cap
+        pm *= (qs[:, None] < cap[None, :])[:, :, None]
+    pm[cap, np.arange(e), :] = 0.0
+    pm[cap, np.arange(e), :] = v - pm.sum(axis=0)  # the ring holds at most cap
     # the transition matrix transposed, M[q, x] = Σ_n P(S = n | q) · P(next = x | S = n),
     # and π (M − I) = 0 with Σπ = 1 (the last equation replaced)
-    lhs = np.matmul(pm, table_t) / norm[:, None, :] - np.eye(n_q)[None]
+    lhs = np.matmul(pm.transpose(1, 0, 2), table_t)
+    lhs /= norm[:, None, :]
+    lhs.reshape(e, -1)[:, ::n_q + 1] -= 1.0  # − I
     lhs[:, -1, :] = 1.0
     rhs = np.zeros((e, n_q, 1))
     rhs[:, -1, 0] = 1.0
@@ -910,8 +961,9 @@ class _Cycles:
 def _mean_ceil(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
     """E⌈Y⌉ for Y ≈ Normal(mu, sigma²): mu + ½ + Σₖ sin(2πk·mu)/(πk)·exp(−2π²k²σ²)."""
     out = np.where(sigma < 0.12, np.ceil(mu - 1e-9), mu + 0.5)
+    sel = np.flatnonzero(sigma >= 0.12)
     for k in range(1, 7):  # the k-th term is below e^-20 once σ ≥ 1/k
-        sel = np.flatnonzero((sigma >= 0.12) & (sigma < 1.0 / k))
+        sel = sel[sigma[sel] < 1.0 / k]  # (σ < 1/k holds for fewer elements at each k)
         if not sel.size:
             break
         out[sel] += np.sin(2 * np.pi * k * mu[sel]) / (np.pi * k) * np.exp(
