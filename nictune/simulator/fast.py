@@ -864,32 +864,31 @@ def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
     """
     c = _Cycles(lam, ws, ti, period, ring, delay, n)
     c.follow(cycles, 0, skip, masked=False)
-    per_wake = c.late[2] / np.maximum(c.late[0], 1.0)
-    # the ones that ended (and overran their end) again, counting only their own wake-ups
-    ended = np.flatnonzero(c.handled >= n)
-    if ended.size:
-        sub = _Cycles(lam[ended], ws[ended], ti[ended], period[ended], ring[ended],
-                      delay[ended], n[ended])
-        sub.follow(cycles, 0, cycles, masked=True)
-        c.put(ended, sub)
-    more = np.flatnonzero((c.handled < n) & (
-        c.wakes + (n - c.handled) / np.maximum(per_wake, _TINY) <= reach))
-    c.late[:, more] = 0.0
-    for start in range(cycles, horizon, 64):  # in rounds, each on the ones still going
-        if not more.size:
-            break
-        sub = c.subset(more)
-        sub.follow(min(64, horizon - start), start, horizon // 2, masked=True)
-        c.put(more, sub)
-        more = more[c.handled[more] < n[more]]
+    per_wake = (c.late[2] + c.late[3]) / np.maximum(c.late[0], 1.0)
+    # the ones that ended (and overran their end) or look to end within `reach`: again
+    # from the start, each counting only its own wake-ups, up to `horizon`
+    redo = np.flatnonzero((c.handled >= n) | (
+        cycles + (n - c.handled) / np.maximum(per_wake, _TINY) <= reach))
+    if redo.size:
+        sub = _Cycles(lam[redo], ws[redo], ti[redo], period[redo], ring[redo], delay[redo],
+                      n[redo])
+        going = np.arange(redo.size)
+        for start in range(0, horizon, 64):  # in rounds, each on the ones still going
+            part = sub.subset(going)
+            part.follow(min(64, horizon - start), start, horizon // 2, masked=True)
+            sub.put(going, part)
+            going = going[sub.handled[going] < sub.n[going]]
+            if not going.size:
+                break
+        c.put(redo, sub)
     done = c.handled >= n
     w_late = np.maximum(c.late[0], 1.0)
     per = np.maximum(c.wakes, 1.0)
     # `_passive` counts ⌈span / cycle⌉ wake-ups and (count − 1) · P(empty) empty ones
     return (np.where(done, span / per, c.late[1] * period / w_late),
-            np.where(done, c.taken / per, c.late[3] / w_late),
-            np.where(done, c.dropped / per, c.late[4] / w_late),
-            np.where(done, c.empty / np.maximum(c.wakes - 1.0, 1.0), c.late[5] / w_late))
+            np.where(done, c.taken / per, c.late[2] / w_late),
+            np.where(done, c.dropped / per, c.late[3] / w_late),
+            np.where(done, c.empty / np.maximum(c.wakes - 1.0, 1.0), c.late[4] / w_late))
 
 
 class _Cycles:
@@ -906,9 +905,11 @@ class _Cycles:
         self.handled = np.zeros(lam.shape)  # packets taken or dropped so far
         self.wakes, self.taken, self.dropped, self.empty = (np.zeros(lam.shape)
                                                             for _ in range(4))
-        # over the second half of the cycles followed: wakes, ticks, packets handled,
-        # taken, dropped, empty wake-ups
-        self.late = np.zeros((6, lam.size))
+        # over the wake-ups counted in `follow`: wake-ups, ticks, packets taken, dropped,
+        # empty wake-ups; the totals (masked `follow` only)
+        self.late = np.zeros((5, lam.size))
+        self.wakes, self.taken, self.dropped, self.empty = (np.zeros(lam.shape)
+                                                            for _ in range(4))
 
     def subset(self, idx: np.ndarray) -> _Cycles:
         out = object.__new__(_Cycles)
@@ -920,42 +921,80 @@ class _Cycles:
             getattr(self, k)[..., idx] = v
 
     def follow(self, steps: int, start: int, first_late: int, masked: bool) -> None:
-        """Advance every transmission by `steps` wake-ups (numbered from `start`; if
-        `masked`, only those that have not ended); those from `first_late` on count in
-        `late`."""
-        on: np.ndarray | bool = True
+        """Advance every transmission by `steps` wake-ups (numbered from `start`); those
+        from `first_late` on count in `late`. `masked`: only those that have not ended, with
+        the totals kept. Works in place: it runs over every element `steps` times."""
+        shape = self.j.shape
+        a, arrived, q, drop, extra, nxt = (np.empty(shape) for _ in range(6))
+        busy, empty = np.empty(shape, dtype=bool), np.empty(shape, dtype=bool)
+        on = np.ones(shape, dtype=bool)
+        waits = bool(self.lam_d.any())  # shared cores only
+        j_late = self.j.copy()
         for step in range(start, start + steps):
             if masked:
-                on = self.handled < self.n
-            a = self.j * self.lam_t + self.lam_ti  # the drain starts Ti after the tick
-            arrived = np.floor(a + 1e-9) + 1.0
-            q = arrived - self.handled
-            drop = np.maximum(q - self.ring, 0.0)
+                np.less(self.handled, self.n, out=on)
+            if step == first_late:
+                j_late = self.j.copy()
+            np.multiply(self.j, self.lam_t, out=a)
+            a += self.lam_ti  # the drain starts Ti after the tick
+            np.add(a, 1e-9, out=arrived)
+            np.floor(arrived, out=arrived)
+            arrived += 1.0
+            np.subtract(arrived, self.handled, out=q)
+            np.subtract(q, self.ring, out=drop)
+            np.maximum(drop, 0.0, out=drop)
             q -= drop
-            busy = q > 0
-            a += busy * self.lam_d
-            extra = np.maximum(np.floor((a + q * self.rho - arrived) * self.inv + 1e-9) + 1.0,
-                               0.0) * busy
+            np.greater(q, 0.0, out=busy)
+            if waits:
+                a += busy * self.lam_d  # the drain's start
+            # extra = max(⌊(start + q·ρ − arrived) / (1 − ρ) + 1e-9⌋ + 1, 0) if busy
+            np.multiply(q, self.rho, out=extra)
+            extra += a
+            extra -= arrived
+            extra *= self.inv
+            extra += 1e-9
+            np.floor(extra, out=extra)
+            extra += 1.0
+            np.maximum(extra, 0.0, out=extra)
+            extra *= busy
             q += extra  # packets this wake-up takes
+            arrived += extra  # now: packets handled after it
+            # the next tick: max(⌈j + Ti/T (+ the wait) + q·w/T − 1e-9⌉, j + 1)
+            np.add(self.j, self.ti_t, out=nxt)
+            if waits:
+                nxt += busy * self.d_t
+            np.multiply(q, self.ws_t, out=a)
+            nxt += a
+            nxt -= 1e-9
+            np.ceil(nxt, out=nxt)
+            np.maximum(nxt, self.j + 1.0, out=nxt)
+            np.logical_not(busy, out=empty)
             if masked:
                 q *= on
                 drop *= on
-            j = np.maximum(np.ceil(self.j + self.ti_t + busy * self.d_t + q * self.ws_t
-                                   - 1e-9), self.j + 1.0)
-            empty = on & ~busy
+                empty &= on
+                self.wakes += on
+                self.taken += q
+                self.dropped += drop
+                self.empty += empty
             if step >= first_late:
-                for row, value in zip(self.late, (on, (j - self.j) * on, q + drop, q, drop,
-                                                  empty), strict=True):
-                    row += value
+                if masked:
+                    self.late[0] += on
+                    self.late[1] += (nxt - self.j) * on
+                self.late[2] += q
+                self.late[3] += drop
+                self.late[4] += empty
             if masked:
-                np.copyto(self.j, j, where=on)
-                np.copyto(self.handled, arrived + extra, where=on)
+                np.copyto(self.j, nxt, where=on)
+                np.copyto(self.handled, arrived, where=on)
             else:
-                self.j, self.handled = j, arrived + extra
-            self.wakes += on
-            self.taken += q
-            self.dropped += drop
-            self.empty += empty
+                self.j, nxt = nxt, self.j
+                self.handled, arrived = arrived, self.handled
+        if not masked:
+            counted = start + steps - max(first_late, start)
+            self.late[0] += counted
+            self.late[1] += self.j - j_late
+            self.wakes += steps
 
 
 def _mean_ceil(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
