@@ -847,7 +847,7 @@ def _chain_size(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndar
 def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
                  ring: np.ndarray, _poisson: np.ndarray, delay: np.ndarray, *,
                  n: np.ndarray, span: np.ndarray, cycles: int = 48, skip: int = 8,
-                 horizon: int = 1024, reach: int = 4096) -> tuple[np.ndarray, ...]:
+                 horizon: int = 512, reach: int = 4096) -> tuple[np.ndarray, ...]:
     """`_passive_map`'s statistics for evenly spaced arrivals, from the cycles themselves.
 
     Packet i arrives at i·g. A wake-up at tick τ takes, after Ti, the packets that arrived
