@@ -187,7 +187,8 @@ def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     interrupts served first are active_wait's (`irq_load`); the batched modes' wake-ups
     (`soft_load`) slow the others down but vanish when the core saturates (a consumer that
     never empties its ring is never woken); given `wakes` (which consumers still empty
-    their rings), the wake-ups of those that do count against the others' share.
+    their rings), the wake-ups of those that do count against the others' share. Without
+    `wakes` it is a first estimate: every row in closed form, as if its cores kept up.
     """
     shape = w.shape
     cpu = np.clip(1.0 - irq_load, 0.0, None)
@@ -245,12 +246,13 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     out.tail[:, cols] = 0.0
     out.behind[:, cols] = 0.0
     out.r[:, cols] = np.inf
-    if not busy.size:
+    if not busy.size or wakes is None:  # (a first estimate stops here)
         return
     cap = cap_q[busy][:, cols]
     weight = np.where(b.mode[busy][:, cols] == ACTIVE, cap, 1.0)  # requests it can queue
-    wake = None if wakes is None else (
-        lambda rows, ws: wakes.load(busy[rows], cols, ws) * avg)
+    def wake(rows: np.ndarray, ws: np.ndarray) -> np.ndarray:
+        return wakes.load(busy[rows], cols, ws) * avg
+
     rho, resid, high, dropped, q_end, taken_own, fin, behind = _phases(
         edges, arriving, inflow, end, same[busy], wj[busy], irq[busy], sq[busy], cap, weight,
         wake)
@@ -268,8 +270,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
 def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.ndarray,
             same: np.ndarray, wj: np.ndarray, irq: np.ndarray, sq: np.ndarray,
             cap: np.ndarray, weight: np.ndarray,
-            wake: Callable[[np.ndarray, np.ndarray], np.ndarray] | None
-            ) -> tuple[np.ndarray, ...]:
+            wake: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> tuple[np.ndarray, ...]:
     """`_share_host`'s phases, one after the other, for rows whose cores saturate: the
     others' load (what they use of the core, not what they ask for: a consumer that
     cannot keep up slows the others down by its share only), residual work and interrupt
@@ -307,16 +308,16 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
             backlog = qs > 0.5
             m = _pairs(sm, member)
             demand = np.where(backlog, 1e30, act * inflow)
-            woken = np.zeros(ws.shape)
             # a member with a backlog takes all it can get (round-robin share of the rest)
             rk = _waterfill(m, demand, ws, np.clip(1.0 - hs, 0.0, None), weight[live])
-            if wake is not None:  # ... and so does one whose queue starts to grow
-                queued = (backlog | (rk < act * inflow)) * ws
-                alternate = ws + np.matmul(sm, queued[:, :, None])[:, :, 0] - queued
-                woken = wake(live, alternate / np.clip(1.0 - hs, 0.02, None)) * act * (
-                    queued == 0)
-                cpu = 1.0 - hs - np.matmul(sm, woken[:, :, None])[:, :, 0] + woken
-                rk = _waterfill(m, demand, ws, np.clip(cpu, 0.0, None), weight[live])
+            # ... and so does one whose queue starts to grow; sleeping members' wake-ups
+            # take their share of the core first
+            queued = (backlog | (rk < act * inflow)) * ws
+            alternate = ws + np.matmul(sm, queued[:, :, None])[:, :, 0] - queued
+            woken = wake(live, alternate / np.clip(1.0 - hs, 0.02, None)) * act * (
+                queued == 0)
+            cpu = 1.0 - hs - np.matmul(sm, woken[:, :, None])[:, :, 0] + woken
+            rk = _waterfill(m, demand, ws, np.clip(cpu, 0.0, None), weight[live])
             rate = np.minimum(rk, 1e300)
             net = rate - act * inflow
             until = np.where(backlog & (net > 0), qs / np.maximum(net, _TINY), np.inf)
