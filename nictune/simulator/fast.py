@@ -152,6 +152,8 @@ class _Share:
     q_end: np.ndarray  # shared hosts: packets queued when t's arrivals end
     tail: np.ndarray  # shared hosts: s from t's last arrival until its backlog is taken
     behind: np.ndarray  # shared hosts: share of t's arrival span it spends backlogged
+    alt: np.ndarray  # shared hosts: share of t's span it keeps up beside a backlogged one
+    alt_ws: np.ndarray  # ... and its cost per packet then (its w plus theirs)
 
 
 @dataclass(frozen=True)
@@ -195,7 +197,8 @@ def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     r = np.where(wl.local[None, :] * w > cpu, cpu / w, np.inf)
     share = _Share(rho_o=np.zeros(shape), resid=np.zeros(shape), high=irq_load.copy(), r=r,
                    delivered=np.full(shape, np.nan), q_end=np.zeros(shape),
-                   tail=np.zeros(shape), behind=np.zeros(shape))
+                   tail=np.zeros(shape), behind=np.zeros(shape), alt=np.zeros(shape),
+                   alt_ws=np.zeros(shape))
     for cols in wl.groups:
         _share_host(wl, b, w, irq_load, soft_load, cap_q, cols, share, wakes)
     return share
@@ -245,6 +248,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     out.q_end[:, cols] = 0.0
     out.tail[:, cols] = 0.0
     out.behind[:, cols] = 0.0
+    out.alt[:, cols] = 0.0
     out.r[:, cols] = np.inf
     if not busy.size or wakes is None:  # (a first estimate stops here)
         return
@@ -253,7 +257,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     def wake(rows: np.ndarray, ws: np.ndarray) -> np.ndarray:
         return wakes.load(busy[rows], cols, ws) * avg
 
-    rho, resid, high, dropped, q_end, taken_own, fin, behind = _phases(
+    rho, resid, high, dropped, q_end, taken_own, fin, behind, alt_t, alt_w = _phases(
         edges, arriving, inflow, end, same[busy], wj[busy], irq[busy], sq[busy], cap, weight,
         wake)
     rows = busy[:, None]
@@ -264,6 +268,8 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     out.q_end[rows, cols] = q_end
     out.tail[rows, cols] = np.clip(fin - end, 0.0, None)
     out.behind[rows, cols] = np.clip(behind / span, 0.0, 1.0)
+    out.alt[rows, cols] = np.clip(alt_t / span, 0.0, 1.0)
+    out.alt_ws[rows, cols] = alt_w / np.maximum(alt_t, _TINY)
     out.r[rows, cols] = np.where((dropped > 0.5) | (q_end >= 1.0), taken_own / span, np.inf)
 
 
@@ -275,15 +281,16 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
     others' load (what they use of the core, not what they ask for: a consumer that
     cannot keep up slows the others down by its share only), residual work and interrupt
     load integrated over time, the packets dropped, the queue when the arrivals end, the
-    packets taken while arriving, when the last packet is taken and how long each one is
-    behind while its packets arrive.
+    packets taken while arriving, when the last packet is taken, how long each one is
+    behind while its packets arrive, and how long it keeps up beside a backlogged neighbour
+    (with that time's cost per packet integrated: its w plus theirs, see below).
 
     `wake(rows, w)`: the wake-up load of the sleeping batched consumers in those rows at a
     packet cost w. A consumer that drains beside a backlogged one alternates with it packet
     by packet, so its drains are long and its wake-ups rare: its cost is its own w plus
     theirs."""
-    rho, resid, high, q, q_end, taken_own, dropped, behind = (np.zeros(wj.shape)
-                                                              for _ in range(8))
+    rho, resid, high, q, q_end, taken_own, dropped, behind, alt_t, alt_w = (
+        np.zeros(wj.shape) for _ in range(10))
     fin = np.broadcast_to(end, wj.shape).copy()  # when the last packet is taken
     per = np.stack([irq, sq], axis=2)
     ends = np.abs(end[None, :] - edges[1:, None]) <= _TINY  # (phases, m)
@@ -334,6 +341,9 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
             dropped[live] += np.clip(avail - taken - cap[live], 0.0, None)
             q[live] = qs = np.minimum(avail - taken, cap[live])
             behind[live] += act * (backlog | (qs > 0.5)) * step
+            beside = act * (queued == 0) * (alternate > ws * (1 + 1e-9)) * step
+            alt_t[live] += beside
+            alt_w[live] += beside * alternate / np.clip(1.0 - hs, 0.02, None)
             used = taken * ws + (irq[live] + woken) * act * step
             rho[live] += act * (np.matmul(sm, used[:, :, None])[:, :, 0] - used)
             now[live] += step[:, 0]
@@ -359,7 +369,7 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
         fin[rows] = np.where(empties, now[rows] + until, fin[rows])
         q[rows] = np.where(empties, 0.0, np.clip(qr - np.minimum(rk, 1e300) * step, 0.0, None))
         now[rows] += step
-    return rho, resid, high, dropped, q_end, taken_own, fin, behind
+    return rho, resid, high, dropped, q_end, taken_own, fin, behind, alt_t, alt_w
 
 
 def _pairs(same: np.ndarray, member: np.ndarray) -> np.ndarray:
@@ -523,7 +533,8 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
             "n_wake": n_wake.ravel(), "high": share.high.ravel(), "cap": cap_q.ravel(),
             "r": share.r.ravel(), "fluid_delivered": share.delivered.ravel(),
             "fluid_q": share.q_end.ravel(), "fluid_tail": share.tail.ravel(),
-            "behind": share.behind.ravel(),
+            "behind": share.behind.ravel(), "alt": share.alt.ravel(),
+            "alt_ws": share.alt_ws.ravel(),
             "delay": np.broadcast_to(delay, shape).ravel()}
     res = {key: np.zeros(col.size) for key in _Mode.__dataclass_fields__}
 
@@ -539,6 +550,19 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     run(pas, _passive, "period", "delay")
     run(wat, _watermark, "wm", "tau", "n_wake", "delay")
     run(bus, _busy_poll)
+    # a batched consumer that keeps up beside a backlogged neighbour: while it does, its
+    # drains alternate with the neighbour's packets (cost alt_ws); the wake-ups are the
+    # two regimes' in proportion to their time
+    for mask, fn, names in ((pas, _passive, ("period", "delay")),
+                            (wat, _watermark, ("wm", "tau", "n_wake", "delay"))):
+        sel = np.flatnonzero(mask.ravel() & (flat["alt"] > 0) & ~np.isfinite(flat["r"]))
+        if sel.size:
+            cx = _Ctx.build(wl, col[sel], np.maximum(flat["alt_ws"][sel], flat["ws"][sel]),
+                            flat["ring"][sel])
+            out = fn(cx, *(flat[k][sel] for k in names))
+            f = flat["alt"][sel]
+            for key in ("interrupts", "empty"):
+                res[key][sel] = f * getattr(out, key) + (1.0 - f) * res[key][sel]
     sat = np.flatnonzero(np.isfinite(flat["r"]))
     if sat.size:
         cx = _Ctx.build(wl, col[sat], flat["ws"][sat], flat["ring"][sat])
