@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaln, pdtrc
+from scipy.special import gammaln, ndtr, pdtrc
 
 from nictune.model import ARRIVALS, PLACEMENT_COST, PLACEMENTS, Config, NicSetting, Transmission
 from nictune.simulator.arrivals import link_packet_rate
@@ -52,6 +52,15 @@ _TINY = 1e-12
 # (ring states, drain lengths) of the passive_wait chains, smallest first
 CHAIN_SIZES = ((8, 24), (16, 48), (24, 80), (32, 120), (40, 160))
 BLOCK = 50_000  # (p, t) elements `evaluate` works on at a time
+
+
+def _normal_nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss–Hermite nodes and weights (summing to 1) for the mean over a standard normal."""
+    z, h = np.polynomial.hermite_e.hermegauss(n)
+    return z, h / h.sum()
+
+
+_HERMITE = _normal_nodes(7)
 
 
 @dataclass(frozen=True)
@@ -670,8 +679,12 @@ def _passive(cx: _Ctx, period: np.ndarray, delay: np.ndarray) -> _Mode:
     po = np.flatnonzero(cx.poisson)
     size[po] = _chain_size(lam[po], ws[po], ti[po], period[po], ring[po])
     cycle, taken, dropped, p_empty = (np.zeros(lam.shape) for _ in range(4))
-    parts = [(np.flatnonzero(even), _passive_cbr), (np.flatnonzero(~even & (size < 0)),
-                                                      _passive_map)]
+    # Poisson past λw = ½ with too many packets per tick for the exact chain: binned chain
+    binned = cx.poisson & (size < 0) & (lam * ws > 0.5) & (lam * ws < 0.95)
+    parts = [(np.flatnonzero(even), _passive_cbr),
+             (np.flatnonzero(~even & (size < 0) & ~binned), _passive_map)]
+    parts += [(sel[j:j + 256], _passive_binned)
+              for sel in [np.flatnonzero(binned)] for j in range(0, sel.size, 256)]
     for i, dims in enumerate(CHAIN_SIZES):
         # in chunks that keep the (elements, states, drains) arrays in cache
         sel = np.flatnonzero(size == i)
@@ -833,6 +846,79 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
                          0.0, None)
         dropped[small] = (sig[small] * excess).sum(axis=1)
     return (sig * k).sum(axis=1) * period, (sig * ss).sum(axis=1), dropped, pi[:, 0]
+
+
+def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                    ring: np.ndarray, _poisson: np.ndarray, delay: np.ndarray,
+                    bins: int = 48, windows: int = 48) -> tuple[np.ndarray, ...]:
+    """`_passive_chain` for Poisson arrivals with many packets per tick and λw > ½, where
+    `_passive_map`'s fixed point is unstable: the chain of the ring content q when a drain
+    starts, on `bins` bins (bin 0: an empty ring; then bins of Δ packets up to the Poisson
+    tail of λ(T + Ti), beyond which no window reaches; the last: a full ring or beyond).
+
+    From q (the bin's middle) the drain takes S packets, normal with the M/D/1 busy
+    period's mean q/(1 − ρ) and variance qρ/(1 − ρ)³ (Gauss–Hermite nodes); the next tick
+    is k = ⌈(Ti + drain)/T⌉ periods later, so the next window x = kT − drain lies in
+    [Ti, T + Ti): a grid of `windows` points, each node's x split between its two
+    neighbours. From a grid point the next q is Poisson(λx): P(0) exactly, the last bin
+    from the normal's CDF, the bins between from its density. The transition is the
+    product of the two (bins → windows → bins); its stationary distribution gives the mean
+    cycle, packets per wake-up, drops and the share of empty wake-ups.
+    """
+    e = lam.size
+    z, h = _HERMITE
+    rho = np.clip(lam * ws, 1e-6, 0.95)
+    free = 1.0 - rho
+    reach = period + ti
+    top = lam * reach
+    width = np.maximum(1.0, np.ceil(np.minimum(ring - 1.0, top + 6.0 * np.sqrt(top) + 2.0)
+                                    / (bins - 2)))[:, None]
+    last = (bins - 2) * width[:, 0] + 1.0  # the last bin: this many packets or more
+    b = np.arange(bins, dtype=float)[None, :]
+    q = np.where(b == 0, 0.0, (b - 0.5) * width + 0.5)
+    q[:, -1] = last
+    q = np.minimum(q, ring[:, None])  # (e, B); a ring that caps q: the last bin is full
+    sd = np.sqrt(q * rho[:, None]) / free[:, None] ** 1.5
+    s = np.maximum(q[:, :, None], (q / free[:, None])[:, :, None] + z * sd[:, :, None])
+    drain = s * ws[:, None, None] + ((delay / free)[:, None] * (1.0 - np.exp(-q)))[:, :, None]
+    k = np.maximum(1.0, np.ceil((ti[:, None, None] + drain) / period[:, None, None] - 1e-9))
+    x = np.clip(k * period[:, None, None] - drain, 0.0, None)  # (e, B, J)
+    # bins → windows: each node's window split linearly between its two grid points
+    u = np.clip(x / reach[:, None, None], 0.0, 1.0) * (windows - 1)
+    lo = np.minimum(np.floor(u), windows - 2)
+    frac = (u - lo).ravel()
+    idx = ((np.arange(e * bins) * windows).reshape(e, bins, 1) + lo).astype(np.int64).ravel()
+    hw = np.broadcast_to(h, x.shape).ravel()
+    size = e * bins * windows
+    to_window = (np.bincount(idx, hw * (1.0 - frac), minlength=size)
+                 + np.bincount(idx + 1, hw * frac, minlength=size)).reshape(e, bins, windows)
+    # windows → bins
+    mu = lam[:, None] * np.linspace(0.0, 1.0, windows)[None, :] * reach[:, None]  # (e, X)
+    inv = 1.0 / np.sqrt(np.maximum(mu, 1e-12))
+    p = np.empty((e, windows, bins))
+    np.subtract(q[:, None, :], mu[:, :, None], out=p)
+    p *= inv[:, :, None]
+    np.square(p, out=p)
+    p *= -0.5
+    np.exp(p, out=p)
+    p0 = np.exp(-mu)
+    p_last = ndtr((mu - last[:, None] + 0.5) * inv)
+    p[..., 0] = p[..., -1] = 0.0
+    p *= (np.clip(1.0 - p0 - p_last, 0.0, None) / np.maximum(p.sum(axis=-1), 1e-300))[..., None]
+    p[..., 0], p[..., -1] = p0, p_last
+    # the transition matrix transposed, and π (M − I) = 0 with Σπ = 1 (as `_passive_chain`)
+    lhs = np.matmul(to_window, p).transpose(0, 2, 1).copy()
+    lhs.reshape(e, -1)[:, ::bins + 1] -= 1.0
+    lhs[:, -1, :] = 1.0
+    rhs = np.zeros((e, bins, 1))
+    rhs[:, -1, 0] = 1.0
+    pi = np.clip(np.linalg.solve(lhs, rhs)[..., 0], 0.0, None)
+    pi /= pi.sum(axis=1, keepdims=True)
+    weight = pi[:, :, None] * h
+    seen = np.matmul(pi[:, None, :], to_window)[:, 0, :]  # (e, X): how often each window
+    excess = _poisson_excess(mu.ravel(), np.repeat(ring, windows)).reshape(mu.shape)
+    return ((weight * k).sum(axis=(1, 2)) * period, (weight * s).sum(axis=(1, 2)),
+            (seen * excess).sum(axis=1), (seen * p0).sum(axis=1))
 
 
 @functools.cache
