@@ -455,6 +455,7 @@ class _Mode:
     duration: np.ndarray
     lat_mean: np.ndarray
     lat_p99: np.ndarray
+    followed: np.ndarray | float = 0.0  # 1: wake-ups and drops counted burst by burst
 
 
 @dataclass
@@ -727,13 +728,70 @@ def _passive(cx: _Ctx, period: np.ndarray, delay: np.ndarray) -> _Mode:
     resid = np.where(cycle >= busy_on, 0.0, resid)
     last_n = np.clip(lam * np.minimum(cycle, resid + ti), 1.0, ring)
     delivered = cx.n * np.clip(1.0 - dropped / np.maximum(taken + dropped, _TINY), 0.0, 1.0)
+    interrupts = np.maximum(1.0, ticks + gap_ticks)
+    empty = np.clip(ticks - 1.0, 0.0, None) * p_empty + gap_ticks
+    # bursts the consumer cannot keep up with, each woken within it: burst by burst
+    follow = np.flatnonzero(bursty & (lam * ws >= 1.0) & (k_idle * period + ti < on))
+    if follow.size:
+        wakes, gaps, lost = _passive_bursts(
+            lam[follow], ws[follow], ti[follow], period[follow], ring[follow], on[follow],
+            off[follow], cx.c("cycle")[follow], bursts[follow], k_idle[follow])
+        interrupts[follow] = wakes + gaps
+        empty[follow] = gaps
+        delivered[follow] = cx.n[follow] - np.minimum(lost, cx.n[follow])
     zero = np.zeros_like(delivered)
-    return _Mode(interrupts=np.maximum(1.0, ticks + gap_ticks),
-                 empty=np.clip(ticks - 1.0, 0.0, None) * p_empty + gap_ticks,
-                 delivered=delivered, stranded=zero,
+    followed = zero.copy()
+    followed[follow] = 1.0
+    return _Mode(interrupts=interrupts, empty=empty, delivered=delivered, stranded=zero,
+                 followed=followed,
                  duration=cx.span + resid + ti + last_n * ws,
                  lat_mean=cycle / 2.0 + ti + taken * ws / 2.0,
                  lat_p99=0.99 * cycle + ti + taken * ws)
+
+
+def _passive_bursts(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                    ring: np.ndarray, on: np.ndarray, off: np.ndarray, cycle: np.ndarray,
+                    bursts: np.ndarray, k_idle: np.ndarray, horizon: int = 128
+                    ) -> tuple[np.ndarray, ...]:
+    """(wake-ups in bursts, empty wake-ups in the gaps, packets dropped) of onoff arrivals
+    whose bursts outrun the consumer (λw ≥ 1), followed burst by burst on the tick grid.
+
+    Asleep when a burst starts, it wakes at the burst's first tick, φ in; the backlog then
+    grows all through the burst and takes a + φ + Ti to drain after it (a = (λw − 1)·on;
+    the ring caps it and drops the excess). A drain longer than the gap runs into the next
+    burst, which then brings no wake-up of its own; otherwise it sleeps and the ticks left
+    in the gap are empty wake-ups (every k ticks when Ti spans k). The grid is fixed
+    (ticks at start + j·T), so whether a drain reaches the next burst and how many ticks
+    fit after it depend on φ, which moves by the burst period modulo T from burst to
+    burst: the first `horizon` bursts are followed, the rest extrapolated from the second
+    half of them.
+    """
+    a = (lam * ws - 1.0) * on
+    cap = ring * ws  # the longest drain a full ring holds
+    carry = np.zeros(lam.size)  # drain left when a burst starts (0: asleep)
+    phi = period.copy()  # the first tick is one period after the first arrival
+    last = np.minimum(bursts, horizon)
+    totals = np.zeros((3, lam.size))
+    late = np.zeros((3, lam.size))
+    for m in range(int(last.max())):
+        live = m < last
+        awake = carry > 0.0
+        backlog = np.where(awake, carry + a, a + phi + ti)
+        tail = np.minimum(backlog, cap)
+        on_time = np.where(live, 1.0, 0.0)
+        merge = tail >= off
+        carry = np.where(merge, tail - off, 0.0)
+        # ticks after the drain ends, up to the next burst (none after the last one)
+        start = m * cycle
+        t1 = np.ceil((start + on + tail) / period - 1e-9) * period
+        count = np.where(merge | (m + 1 >= bursts), 0.0, np.clip(
+            np.ceil((start + cycle - t1) / (k_idle * period) - 1e-9), 0.0, None))
+        phi = np.where(merge, phi, t1 + count * k_idle * period - start - cycle)
+        step = np.stack([~awake, count, np.clip(backlog - cap, 0.0, None) / ws]) * on_time
+        totals += step
+        late += step * (m >= last // 2)
+    rest = np.clip(bursts - last, 0.0, None) / np.maximum(last - last // 2, 1.0)
+    return tuple(totals + late * rest)
 
 
 def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
@@ -1213,7 +1271,9 @@ def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np
     delivered = np.where(fluid, fluid_delivered, delivered)
     q_end = np.where(fluid, fluid_q, q_end)
     lat = np.minimum(cap, np.where(fluid, q_end, q)) / np.maximum(r, _TINY) + cx.ti + w
-    res["delivered"] = delivered
+    # alone, bursts followed one by one (`_passive_bursts`) keep their counts
+    kept = (res["followed"] > 0) & ~fluid
+    res["delivered"] = np.where(kept, res["delivered"], delivered)
     # the queue left when arrivals end: alone it drains at full speed, on a shared core
     # when the phases say it is taken
     drain = np.where(fluid, fluid_tail, q_end * w)
@@ -1226,9 +1286,9 @@ def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np
     # (a burst's backlog that outlasts the gap keeps it awake across bursts: once)
     sleeps = cx.onoff & (q / np.maximum(r, _TINY) < cx.c("off"))
     awake = np.where(fluid, 1.0 - behind, 0.0)  # shared: the share of time it keeps up
-    res["interrupts"] = np.where(batched, np.where(sleeps, np.maximum(
+    res["interrupts"] = np.where(batched & ~kept, np.where(sleeps, np.maximum(
         res["interrupts"], bursts), 1.0 + res["interrupts"] * awake), res["interrupts"])
-    res["empty"] = np.where(batched & ~sleeps, res["empty"] * awake, res["empty"])
+    res["empty"] = np.where(batched & ~sleeps & ~kept, res["empty"] * awake, res["empty"])
 
 
 def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 0,

@@ -339,3 +339,31 @@ def test_poisson_passive_past_half_load_matches_the_des(rate: float, w: float, i
     des = simulate_any(config, {"t": setting}, engine="des", exact=True)[0]
     assert fast.interrupts == pytest.approx(des.interrupts, rel=0.05)
     assert abs(fast.packets_dropped - des.packets_dropped) <= 0.01 * des.packets_offered
+
+
+@pytest.mark.parametrize(("rate", "size", "costs", "onoff", "interval", "ring"), [
+    # bursts at λw = 1.14: about one drain in three runs into the next burst
+    (1.32e6, 256, (7.95e-6, 0.4575e-6, 0.4395e-9), (407.4e-6, 197.0e-6), 188.34e-6, 1024),
+    # jumbo frames at λw = 1.33 (the fluid count said 69 wake-ups, the DES 48)
+    (534.7e3, 9000, (1.327e-6, 0.2434e-6, 0.10826e-9), (1.5031e-3, 0.8172e-3), 77.36e-6,
+     4096),
+])
+def test_passive_bursts_the_consumer_cannot_keep_up_with_match_the_des(
+        rate: float, size: int, costs: tuple[float, float, float],
+        onoff: tuple[float, float], interval: float, ring: int) -> None:
+    """onoff bursts past λw = 1, followed burst by burst on the tick grid: whether a drain
+    reaches the next burst, and the empty ticks left in each gap."""
+    raw = {"hosts": {"h": {"cores": 2, "costs": dict(zip(("irq", "per_packet", "per_byte"),
+                                                         costs, strict=True))}},
+           "nics": {"n": {"host": "h", "link": "100Gbit/s"}},
+           "transmissions": [{"id": "t", "nic": "n", "size": 30_000 * size,
+                              "packet_size": size, "rate": rate, "arrival": "onoff",
+                              "onoff": {"on": onoff[0], "off": onoff[1]}}]}
+    config = parse_config(raw, source="test")
+    setting = NicSetting("passive_wait", poll_interval=interval, ring_slots=ring,
+                         placement="cross_package" if size == 9000 else "same_die")
+    fast = run(config, setting)
+    des = simulate_any(config, {"t": setting}, engine="des", exact=True)[0]
+    assert fast.interrupts == pytest.approx(des.interrupts, rel=0.05)
+    assert fast.empty_wakeups == pytest.approx(des.empty_wakeups, abs=3)
+    assert fast.packets_dropped == des.packets_dropped == 0
