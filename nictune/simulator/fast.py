@@ -683,7 +683,8 @@ def _passive(cx: _Ctx, period: np.ndarray, delay: np.ndarray) -> _Mode:
     # Poisson past λw = ½ with too many packets per tick for the exact chain: binned chain
     binned = cx.poisson & (size < 0) & (lam * ws > 0.5) & (lam * ws < 0.95)
     parts = [(np.flatnonzero(even), _passive_cbr),
-             (np.flatnonzero(~even & (size < 0) & ~binned), _passive_map)]
+             (np.flatnonzero(~even & (size < 0) & ~binned & ~cx.onoff), _passive_map),
+             (np.flatnonzero(~even & (size < 0) & ~binned & cx.onoff), _passive_phases)]
     parts += [(sel[j:j + 256], _passive_binned)
               for sel in [np.flatnonzero(binned)] for j in range(0, sel.size, 256)]
     for i, dims in enumerate(CHAIN_SIZES):
@@ -794,9 +795,21 @@ def _passive_bursts(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
     return tuple(totals + late * rest)
 
 
+def _passive_phases(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                    ring: np.ndarray, poisson: np.ndarray, delay: np.ndarray
+                    ) -> tuple[np.ndarray, ...]:
+    """`_passive_map` for the cycles inside onoff bursts: each burst starts with its first
+    tick anywhere in a period, and where two cycle lengths are both stable (a drain just
+    short of a period keeps the next one short) that start decides which one the burst
+    keeps, so the statistics are averaged over four starts."""
+    parts = [_passive_map(lam, ws, ti, period, ring, poisson, delay, phase=(j + 0.5) / 4)
+             for j in range(4)]
+    return tuple(np.mean([part[i] for part in parts], axis=0) for i in range(4))
+
+
 def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
-                 ring: np.ndarray, poisson: np.ndarray, delay: np.ndarray
-                 ) -> tuple[np.ndarray, ...]:
+                 ring: np.ndarray, poisson: np.ndarray, delay: np.ndarray,
+                 phase: float = 1.0) -> tuple[np.ndarray, ...]:
     """(cycle s, packets taken, packets dropped, P(empty wake-up)) of a passive cycle.
 
     Iterated as a map on the ring's content q at the start of a drain: the drain lasts
@@ -808,7 +821,7 @@ def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
     statistics average its last steps.
     """
     free = np.clip(1.0 - lam * ws, 1e-6, None)
-    q = np.minimum(ring, 1.0 + lam * (period + ti))  # the first tick
+    q = np.minimum(ring, 1.0 + lam * (phase * period + ti))  # the first tick, phase·T in
     stats = np.zeros((4, lam.size))
     steps, keep = 24, 12
     a = ws / free / period  # periods of drain per packet in the ring
