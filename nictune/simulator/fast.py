@@ -1236,9 +1236,15 @@ def _watermark(cx: _Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     left = np.where(cx.poisson, np.where(n < wm, n, np.minimum((wm - 1.0) / 2.0, n)), left)
     left = np.where(cx.poisson & timed, np.minimum(n, (n_wake - 1.0) / 2.0), left)
     wakes = np.where(cx.poisson, (n - left) / c, full) + np.where(timed & (left > 0), 1.0, 0.0)
-    # onoff with a timeout shorter than the gap: every burst ends with a timeout wake-up
+    # onoff with a timeout shorter than the gap: every burst ends with a timeout wake-up;
+    # with a burst's last drain running to its end, every burst starts from an empty ring
     flush = cx.onoff & timed & (tau < cx.c("off"))
     wakes = np.where(flush, cx.c("bursts") * np.ceil(cx.c("per_burst") / c - 1e-9), wakes)
+    per_burst, bursts = cx.c("per_burst"), cx.c("bursts")
+    in_burst, in_last = (np.where(k >= n_wake, np.floor((k - n_wake) / c + 1e-9) + 1.0, 0.0)
+                         for k in (per_burst, n - (bursts - 1.0) * per_burst))
+    clean = cx.onoff & ~flush & (in_burst > 0) & (in_burst * c >= per_burst)
+    wakes = np.where(clean, (bursts - 1.0) * in_burst + np.maximum(in_last, timed), wakes)
     # end: the last drain (packets up to min(N, full·c)), then the timeout flush if any
     last_idx = n - left
     m = last_idx - (full - 1.0) * c

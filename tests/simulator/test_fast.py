@@ -367,3 +367,31 @@ def test_passive_bursts_the_consumer_cannot_keep_up_with_match_the_des(
     assert fast.interrupts == pytest.approx(des.interrupts, rel=0.05)
     assert fast.empty_wakeups == pytest.approx(des.empty_wakeups, abs=3)
     assert fast.packets_dropped == des.packets_dropped == 0
+
+
+@pytest.mark.parametrize(("rate", "size", "costs", "onoff", "wm", "timeout", "ring"), [
+    # W = 309 of 442 packets a burst and the drain takes the rest: one wake-up per burst
+    # (the continuous count said 50, the DES 68: fidelity grid 1, case-464)
+    (910_137.07, 64, (6.3526e-6, 0.271295e-6, 0.427874e-9), (280.5306e-6, 205.2270e-6),
+     309, 232.8841e-6, 4096),
+    # seven wake-ups a burst, no timeout (the continuous count said 102, the DES 111)
+    (295.9e3, 4000, (2.014e-6, 0.9683e-6, 0.1929e-9), (4.2922e-3, 2.0640e-3), 60, 0.0, 256),
+])
+def test_watermark_bursts_that_end_with_an_empty_ring_match_the_des(
+        rate: float, size: int, costs: tuple[float, float, float],
+        onoff: tuple[float, float], wm: int, timeout: float, ring: int) -> None:
+    """When a burst's last drain runs to its end, the next burst starts from an empty ring:
+    wake-ups count per burst, not as if the stream were continuous."""
+    raw = {"hosts": {"h": {"cores": 2, "costs": dict(zip(("irq", "per_packet", "per_byte"),
+                                                         costs, strict=True))}},
+           "nics": {"n": {"host": "h", "link": "100Gbit/s"}},
+           "transmissions": [{"id": "t", "nic": "n", "size": 30_000 * size,
+                              "packet_size": size, "rate": rate, "arrival": "onoff",
+                              "onoff": {"on": onoff[0], "off": onoff[1]}}]}
+    config = parse_config(raw, source="test")
+    setting = NicSetting("watermark", watermark=wm, watermark_timeout=timeout,
+                         ring_slots=ring, placement="same_package" if size == 64 else "same_die")
+    fast = run(config, setting)
+    des = simulate_any(config, {"t": setting}, engine="des", exact=True)[0]
+    assert fast.interrupts == pytest.approx(des.interrupts, rel=0.02)
+    assert fast.throughput_bps == pytest.approx(des.throughput_bps, rel=0.01)
