@@ -43,6 +43,26 @@ def run(config: Config, setting: NicSetting):
     return simulate(config, {"t": setting})[0]
 
 
+def measured(rate: float, size: int, costs: tuple[float, float, float], arrival: str,
+             onoff: tuple[float, float] | None = None) -> Config:
+    """One transmission of 30 000 packets on its own host with (irq, per_packet, per_byte)
+    costs, as the fidelity grid's cases are written."""
+    t = {"id": "t", "nic": "n", "size": 30_000 * size, "packet_size": size, "rate": rate,
+         "arrival": arrival}
+    if onoff:
+        t["onoff"] = {"on": onoff[0], "off": onoff[1]}
+    raw = {"hosts": {"h": {"cores": 2, "costs": dict(zip(("irq", "per_packet", "per_byte"),
+                                                         costs, strict=True))}},
+           "nics": {"n": {"host": "h", "link": "100Gbit/s"}}, "transmissions": [t]}
+    return parse_config(raw, source="test")
+
+
+def both(config: Config, setting: NicSetting):
+    """(fast, DES with every packet) for the one transmission of `config`."""
+    return run(config, setting), simulate_any(config, {"t": setting}, engine="des",
+                                              exact=True)[0]
+
+
 @pytest.mark.parametrize("fraction", [0.3, 0.8, 0.95, 1.1, 1.5, 2.0, 3.0])
 def test_livelock_follows_the_closed_form(fraction: float) -> None:
     """Delivered rate = λ up to 1/(Ti+Tp), then (1 − λ·Ti)/Tp, 0 from λ = 1/Ti on."""
@@ -305,16 +325,10 @@ def test_a_consumer_beside_backlogged_neighbours_alternates_with_them() -> None:
 def test_passive_cbr_cycles_that_settle_late_or_never_match_the_des(
         rate: float, size: int, costs: tuple[float, float, float], placement: str,
         interval: float) -> None:
-    raw = {"hosts": {"h": {"cores": 2, "costs": dict(zip(("irq", "per_packet", "per_byte"),
-                                                         costs, strict=True))}},
-           "nics": {"n": {"host": "h", "link": "100Gbit/s"}},
-           "transmissions": [{"id": "t", "nic": "n", "size": 30_000 * size,
-                              "packet_size": size, "rate": rate, "arrival": "cbr"}]}
-    config = parse_config(raw, source="test")
+    config = measured(rate, size, costs, "cbr")
     setting = NicSetting("passive_wait", poll_interval=interval, ring_slots=4096,
                          placement=placement)
-    fast = run(config, setting)
-    des = simulate_any(config, {"t": setting}, engine="des", exact=True)[0]
+    fast, des = both(config, setting)
     assert fast.interrupts == pytest.approx(des.interrupts, rel=0.01)
 
 
@@ -328,15 +342,9 @@ def test_passive_cbr_cycles_that_settle_late_or_never_match_the_des(
 def test_poisson_passive_past_half_load_matches_the_des(rate: float, w: float, irq: float,
                                                         interval: float, ring: int) -> None:
     """Poisson arrivals, many packets per tick and λw > ½: `_passive_binned`'s chain."""
-    raw = {"hosts": {"h": {"cores": 2, "costs": {"irq": irq, "per_packet": w,
-                                                 "per_byte": 0.0}}},
-           "nics": {"n": {"host": "h", "link": "100Gbit/s"}},
-           "transmissions": [{"id": "t", "nic": "n", "size": 30_000 * 1000,
-                              "packet_size": 1000, "rate": rate, "arrival": "poisson"}]}
-    config = parse_config(raw, source="test")
+    config = measured(rate, 1000, (irq, w, 0.0), "poisson")
     setting = NicSetting("passive_wait", poll_interval=interval, ring_slots=ring)
-    fast = run(config, setting)
-    des = simulate_any(config, {"t": setting}, engine="des", exact=True)[0]
+    fast, des = both(config, setting)
     assert fast.interrupts == pytest.approx(des.interrupts, rel=0.05)
     assert abs(fast.packets_dropped - des.packets_dropped) <= 0.01 * des.packets_offered
 
@@ -353,17 +361,10 @@ def test_passive_bursts_the_consumer_cannot_keep_up_with_match_the_des(
         onoff: tuple[float, float], interval: float, ring: int) -> None:
     """onoff bursts past λw = 1, followed burst by burst on the tick grid: whether a drain
     reaches the next burst, and the empty ticks left in each gap."""
-    raw = {"hosts": {"h": {"cores": 2, "costs": dict(zip(("irq", "per_packet", "per_byte"),
-                                                         costs, strict=True))}},
-           "nics": {"n": {"host": "h", "link": "100Gbit/s"}},
-           "transmissions": [{"id": "t", "nic": "n", "size": 30_000 * size,
-                              "packet_size": size, "rate": rate, "arrival": "onoff",
-                              "onoff": {"on": onoff[0], "off": onoff[1]}}]}
-    config = parse_config(raw, source="test")
+    config = measured(rate, size, costs, "onoff", onoff)
     setting = NicSetting("passive_wait", poll_interval=interval, ring_slots=ring,
                          placement="cross_package" if size == 9000 else "same_die")
-    fast = run(config, setting)
-    des = simulate_any(config, {"t": setting}, engine="des", exact=True)[0]
+    fast, des = both(config, setting)
     assert fast.interrupts == pytest.approx(des.interrupts, rel=0.05)
     assert fast.empty_wakeups == pytest.approx(des.empty_wakeups, abs=3)
     assert fast.packets_dropped == des.packets_dropped == 0
@@ -382,16 +383,9 @@ def test_watermark_bursts_that_end_with_an_empty_ring_match_the_des(
         onoff: tuple[float, float], wm: int, timeout: float, ring: int) -> None:
     """When a burst's last drain runs to its end, the next burst starts from an empty ring:
     wake-ups count per burst, not as if the stream were continuous."""
-    raw = {"hosts": {"h": {"cores": 2, "costs": dict(zip(("irq", "per_packet", "per_byte"),
-                                                         costs, strict=True))}},
-           "nics": {"n": {"host": "h", "link": "100Gbit/s"}},
-           "transmissions": [{"id": "t", "nic": "n", "size": 30_000 * size,
-                              "packet_size": size, "rate": rate, "arrival": "onoff",
-                              "onoff": {"on": onoff[0], "off": onoff[1]}}]}
-    config = parse_config(raw, source="test")
+    config = measured(rate, size, costs, "onoff", onoff)
     setting = NicSetting("watermark", watermark=wm, watermark_timeout=timeout,
                          ring_slots=ring, placement="same_package" if size == 64 else "same_die")
-    fast = run(config, setting)
-    des = simulate_any(config, {"t": setting}, engine="des", exact=True)[0]
+    fast, des = both(config, setting)
     assert fast.interrupts == pytest.approx(des.interrupts, rel=0.02)
     assert fast.throughput_bps == pytest.approx(des.throughput_bps, rel=0.01)
