@@ -723,7 +723,11 @@ def _passive(cx: _Ctx, period: np.ndarray, delay: np.ndarray) -> _Mode:
         k_idle * period), 0.0)
     ticks = np.where(cx.poisson | cx.onoff, cx.span / cycle + 0.5,
                      np.ceil(cx.span / cycle - 1e-9))
-    ticks = np.where(bursty, bursts * busy_on / cycle + 0.5, ticks)
+    # (the last burst holds what is left of N)
+    last_on = (cx.n - (bursts - 1.0) * cx.c("per_burst") - 1.0) / lam
+    busy_last = last_on + np.minimum(ring, np.clip(lam * ws - 1.0, 0.0, None) * last_on / ws
+                                     ) * ws
+    ticks = np.where(bursty, ((bursts - 1.0) * busy_on + busy_last) / cycle + 0.5, ticks)
     resid = np.where(cx.poisson | cx.onoff, cycle / 2.0,
                      np.ceil(cx.span / period - 1e-9) * period - cx.span)
     resid = np.where(cycle >= busy_on, 0.0, resid)
@@ -1238,11 +1242,14 @@ def _watermark(cx: _Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     wakes = np.where(cx.poisson, (n - left) / c, full) + np.where(timed & (left > 0), 1.0, 0.0)
     # onoff with a timeout shorter than the gap: every burst ends with a timeout wake-up;
     # with a burst's last drain running to its end, every burst starts from an empty ring
-    flush = cx.onoff & timed & (tau < cx.c("off"))
-    wakes = np.where(flush, cx.c("bursts") * np.ceil(cx.c("per_burst") / c - 1e-9), wakes)
+    # (the last burst holds what is left of N)
     per_burst, bursts = cx.c("per_burst"), cx.c("bursts")
+    last = n - (bursts - 1.0) * per_burst
+    flush = cx.onoff & timed & (tau < cx.c("off"))
+    wakes = np.where(flush, (bursts - 1.0) * np.ceil(per_burst / c - 1e-9)
+                     + np.ceil(last / c - 1e-9), wakes)
     in_burst, in_last = (np.where(k >= n_wake, np.floor((k - n_wake) / c + 1e-9) + 1.0, 0.0)
-                         for k in (per_burst, n - (bursts - 1.0) * per_burst))
+                         for k in (per_burst, last))
     clean = cx.onoff & ~flush & (in_burst > 0) & (in_burst * c >= per_burst)
     wakes = np.where(clean, (bursts - 1.0) * in_burst + np.maximum(in_last, timed), wakes)
     # end: the last drain (packets up to min(N, full·c)), then the timeout flush if any
