@@ -783,7 +783,6 @@ def _passive_bursts(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
         awake = carry > 0.0
         backlog = np.where(awake, carry + a, a + phi + ti)
         tail = np.minimum(backlog, cap)
-        on_time = np.where(live, 1.0, 0.0)
         merge = tail >= off
         carry = np.where(merge, tail - off, 0.0)
         # ticks after the drain ends, up to the next burst (none after the last one)
@@ -792,7 +791,7 @@ def _passive_bursts(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
         count = np.where(merge | (m + 1 >= bursts), 0.0, np.clip(
             np.ceil((start + cycle - t1) / (k_idle * period) - 1e-9), 0.0, None))
         phi = np.where(merge, phi, t1 + count * k_idle * period - start - cycle)
-        step = np.stack([~awake, count, np.clip(backlog - cap, 0.0, None) / ws]) * on_time
+        step = np.stack([~awake, count, np.clip(backlog - cap, 0.0, None) / ws]) * live
         totals += step
         late += step * (m >= last // 2)
     rest = np.clip(bursts - last, 0.0, None) / np.maximum(last - last // 2, 1.0)
@@ -901,16 +900,10 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
         pm *= (qs[:, None] < cap[None, :])[:, :, None]
     pm[cap, np.arange(e), :] = 0.0
     pm[cap, np.arange(e), :] = v - pm.sum(axis=0)  # the ring holds at most cap
-    # the transition matrix transposed, M[q, x] = Σ_n P(S = n | q) · P(next = x | S = n),
-    # and π (M − I) = 0 with Σπ = 1 (the last equation replaced)
+    # the transition matrix transposed, M[q, x] = Σ_n P(S = n | q) · P(next = x | S = n)
     lhs = np.matmul(pm.transpose(1, 0, 2), table_t)
     lhs /= norm[:, None, :]
-    lhs.reshape(e, -1)[:, ::n_q + 1] -= 1.0  # − I
-    lhs[:, -1, :] = 1.0
-    rhs = np.zeros((e, n_q, 1))
-    rhs[:, -1, 0] = 1.0
-    pi = np.clip(np.linalg.solve(lhs, rhs)[..., 0], 0.0, None)
-    pi /= pi.sum(axis=1, keepdims=True)
+    pi = _stationary(lhs)
     sig = np.matmul(pi / norm, table) * v  # distribution of S
     dropped = np.zeros(e)
     small = np.flatnonzero(cap < n_q - 1)  # else the ring is beyond the Poisson tail
@@ -981,19 +974,24 @@ def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
     p[..., 0] = p[..., -1] = 0.0
     p *= (np.clip(1.0 - p0 - p_last, 0.0, None) / np.maximum(p.sum(axis=-1), 1e-300))[..., None]
     p[..., 0], p[..., -1] = p0, p_last
-    # the transition matrix transposed, and π (M − I) = 0 with Σπ = 1 (as `_passive_chain`)
-    lhs = np.matmul(to_window, p).transpose(0, 2, 1).copy()
-    lhs.reshape(e, -1)[:, ::bins + 1] -= 1.0
-    lhs[:, -1, :] = 1.0
-    rhs = np.zeros((e, bins, 1))
-    rhs[:, -1, 0] = 1.0
-    pi = np.clip(np.linalg.solve(lhs, rhs)[..., 0], 0.0, None)
-    pi /= pi.sum(axis=1, keepdims=True)
+    pi = _stationary(np.matmul(to_window, p).transpose(0, 2, 1).copy())
     weight = pi[:, :, None] * h
     seen = np.matmul(pi[:, None, :], to_window)[:, 0, :]  # (e, X): how often each window
     excess = _poisson_excess(mu.ravel(), np.repeat(ring, windows)).reshape(mu.shape)
     return ((weight * k).sum(axis=(1, 2)) * period, (weight * s).sum(axis=(1, 2)),
             (seen * excess).sum(axis=1), (seen * p0).sum(axis=1))
+
+
+def _stationary(lhs: np.ndarray) -> np.ndarray:
+    """The stationary distributions π of a stack of transition matrices M, given Mᵀ
+    (overwritten): π (M − I) = 0 with Σπ = 1 replacing the last equation."""
+    e, n = lhs.shape[:2]
+    lhs.reshape(e, -1)[:, ::n + 1] -= 1.0  # − I
+    lhs[:, -1, :] = 1.0
+    rhs = np.zeros((e, n, 1))
+    rhs[:, -1, 0] = 1.0
+    pi = np.clip(np.linalg.solve(lhs, rhs)[..., 0], 0.0, None)
+    return pi / pi.sum(axis=1, keepdims=True)
 
 
 @functools.cache
