@@ -1087,8 +1087,6 @@ class _Cycles:
         self.lam_d, self.d_t = lam * delay, delay / period
         self.j = np.ones(lam.shape)  # the first tick, one period after the first arrival
         self.handled = np.zeros(lam.shape)  # packets taken or dropped so far
-        self.wakes, self.taken, self.dropped, self.empty = (np.zeros(lam.shape)
-                                                            for _ in range(4))
         # over the wake-ups counted in `follow`: wake-ups, ticks, packets taken, dropped,
         # empty wake-ups; the totals (masked `follow` only)
         self.late = np.zeros((5, lam.size))
