@@ -12,8 +12,9 @@ How each mode is modelled (docs/engines.md has the derivations and the fidelity 
 - active_wait: one interrupt per packet; receive livelock r = (1 − λ·Ti)/w;
 - passive_wait: a cycle — a drain of the q packets a tick finds, the next tick
   ⌈(Ti + drain)/T⌉ periods later, q refilled and capped by the ring: followed packet by
-  packet for cbr, the stationary distribution of a Markov chain on q for Poisson with a few
-  packets per tick (`_passive_chain`), an iterated fluid map otherwise; on a shared core a
+  packet for cbr (onoff: burst by burst, at the bursts' offsets against the ticks), the
+  stationary distribution of a Markov chain on q for Poisson with a few packets per tick
+  (`_passive_chain`), an iterated fluid map otherwise; on a shared core a
   drain first waits for the others' queued work; empty wake-ups are ticks whose window
   holds nothing;
 - watermark: a wake at n_w packets (W, or what arrives within the timeout), the drain picks
@@ -735,6 +736,13 @@ def _passive(cx: _Ctx, period: np.ndarray, delay: np.ndarray) -> _Mode:
     delivered = cx.n * np.clip(1.0 - dropped / np.maximum(taken + dropped, _TINY), 0.0, 1.0)
     interrupts = np.maximum(1.0, ticks + gap_ticks)
     empty = np.clip(ticks - 1.0, 0.0, None) * p_empty + gap_ticks
+    # bursts of evenly spaced arrivals the consumer keeps up with: cycle by cycle
+    ev = np.flatnonzero(bursty & (lam * ws < 0.95) & (on > 8.0 * period))
+    if ev.size:
+        interrupts[ev], empty[ev], lost = _passive_onoff(
+            lam[ev], ws[ev], ti[ev], period[ev], ring[ev], delay[ev], cx.n[ev],
+            cx.c("per_burst")[ev], bursts[ev], cx.c("cycle")[ev])
+        delivered[ev] = cx.n[ev] - np.minimum(lost, cx.n[ev])
     # bursts the consumer cannot keep up with, each woken within it: burst by burst
     follow = np.flatnonzero(bursty & (lam * ws >= 1.0) & (k_idle * period + ti < on))
     if follow.size:
@@ -1075,12 +1083,68 @@ def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
             np.where(done, c.empty / np.maximum(c.wakes - 1.0, 1.0), c.late[4] / w_late))
 
 
+def _passive_onoff(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                   ring: np.ndarray, delay: np.ndarray, n: np.ndarray, per_burst: np.ndarray,
+                   bursts: np.ndarray, cycle: np.ndarray, samples: int = 8,
+                   horizon: int = 1024) -> tuple[np.ndarray, ...]:
+    """(wake-ups, empty ones, drops) of onoff bursts of evenly spaced arrivals that the
+    consumer keeps up with, each burst followed cycle by cycle (`_Cycles`).
+
+    Ticks run on one grid from the first arrival, so burst b starts b·cycle mod T after a
+    tick, and that offset decides where its cycles settle (two cycle lengths can both be
+    stable). The first burst (first tick one period in) and `samples` later bursts spread
+    over the transmission are followed from their first packet to their last, then the
+    empty ticks of the gap up to the next burst's first tick; the rest is their mean.
+    """
+    m = lam.size
+    later = 1.0 + np.floor(np.arange(samples)[:, None] * np.maximum(bursts - 1.0, 0.0)
+                           / samples)
+    index = np.concatenate([np.zeros((1, m)), later])  # (samples + 1, m) burst numbers
+    k = samples + 1
+    rep = functools.partial(np.tile, reps=k)
+    shift = np.mod(index * cycle, period).ravel()
+    sub = _Cycles(rep(lam), rep(ws), rep(ti), rep(period), rep(ring), rep(delay),
+                  rep(np.minimum(per_burst, n)), shift)
+    # the first tick whose Ti ends after the burst's first arrival takes it (an earlier
+    # one is an empty wake-up of the gap); the transmission's first tick is one period in
+    sub.j = np.where(index.ravel() > 0, np.ceil((shift - rep(ti)) / rep(period) - 1e-9), 1.0)
+    going = np.arange(sub.n.size)
+    for start in range(0, horizon, 64):  # in rounds, each on the bursts still going
+        part = sub.subset(going)
+        part.follow(64, start, horizon // 2, masked=True)
+        sub.put(going, part)
+        going = going[sub.handled[going] < sub.n[going]]
+        if not going.size:
+            break
+    # a burst longer than the horizon: the rest at the pace of the horizon's second half
+    late = np.maximum(sub.late[0], 1.0)
+    more = np.clip(sub.n - sub.handled, 0.0, None) / np.maximum(
+        (sub.late[2] + sub.late[3]) / late, _TINY)
+    k_idle = np.maximum(1.0, np.ceil(rep(ti) / rep(period) - 1e-9))
+    nxt = np.ceil((shift + rep(cycle) - rep(ti)) / rep(period) - 1e-9)
+    gap = np.ceil(np.clip(nxt - sub.j, 0.0, None) / k_idle - 1e-9)
+    gap = np.where(more > 0, np.clip(rep(cycle) - rep(per_burst) / rep(lam), 0.0, None)
+                   / (k_idle * rep(period)), gap)
+    w_all, e_all = sub.wakes + more, sub.empty + more * sub.late[4] / late
+    per = [v.reshape(k, m) for v in (w_all, e_all, sub.dropped + more * sub.late[3] / late)]
+    gaps = gap.reshape(k, m)
+    # the bursts after the first: their mean (the last holds what is left of n); the gaps
+    # between bursts: B − 1 of them
+    rest = np.clip(bursts - 2.0 + (n - (bursts - 1.0) * per_burst) / per_burst, 0.0, None)
+    n_gaps = np.clip(bursts - 1.0, 0.0, None)
+    gap_total = np.where(n_gaps > 0, gaps[0] + (n_gaps - 1.0) * gaps[1:].mean(axis=0), 0.0)
+    wakes, empty, dropped = (v[0] + rest * v[1:].mean(axis=0) for v in per)
+    return wakes + gap_total, empty + gap_total, dropped
+
+
 class _Cycles:
-    """The state of `_passive_cbr`'s followed cycles (in packet gaps and timer periods)."""
+    """The state of `_passive_cbr`'s and `_passive_onoff`'s followed cycles (in packet
+    gaps and timer periods); the first of the n arrivals comes `shift` s after tick 0."""
 
     def __init__(self, lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
-                 ring: np.ndarray, delay: np.ndarray, n: np.ndarray) -> None:
-        self.lam_t, self.lam_ti, self.ring, self.n = lam * period, lam * ti, ring, n
+                 ring: np.ndarray, delay: np.ndarray, n: np.ndarray,
+                 shift: np.ndarray | float = 0.0) -> None:
+        self.lam_t, self.lam_ti, self.ring, self.n = lam * period, lam * (ti - shift), ring, n
         self.rho = lam * ws
         self.inv = 1.0 / (1.0 - self.rho)
         self.ti_t, self.ws_t = ti / period, ws / period
@@ -1122,6 +1186,7 @@ class _Cycles:
             np.add(a, 1e-9, out=arrived)
             np.floor(arrived, out=arrived)
             arrived += 1.0
+            np.minimum(arrived, self.n, out=arrived)  # (no arrivals past the last)
             np.subtract(arrived, self.handled, out=q)
             np.subtract(q, self.ring, out=drop)
             np.maximum(drop, 0.0, out=drop)
@@ -1139,6 +1204,7 @@ class _Cycles:
             extra += 1.0
             np.maximum(extra, 0.0, out=extra)
             extra *= busy
+            np.minimum(extra, self.n - arrived, out=extra)
             q += extra  # packets this wake-up takes
             arrived += extra  # now: packets handled after it
             # the next tick: max(⌈j + Ti/T (+ the wait) + q·w/T − 1e-9⌉, j + 1)

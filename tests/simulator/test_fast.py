@@ -406,3 +406,32 @@ def test_passive_onoff_ticks_count_the_last_burst_as_partial() -> None:
                          placement="same_package")
     fast, des = both(config, setting)
     assert fast.interrupts == pytest.approx(des.interrupts, rel=0.01)
+
+
+@pytest.mark.parametrize(("rate", "size", "costs", "onoff", "interval", "ring", "place"), [
+    # two stable cycles (every tick, or every other one): a burst that starts just after
+    # a tick keeps every tick in the DES (the averaged fluid map said 4 075, the DES 4 658:
+    # fidelity grid 1, case-374)
+    (565_601.17, 256, (5.5592e-6, 0.292342e-6, 0.0951517e-9), (592.5397e-6, 318.8634e-6),
+     11.30328e-6, 1024, "same_core"),
+    # about one packet a tick: integer drains (the fluid map said 19 026, the DES 20 710:
+    # grid 0, case-456)
+    (392_322.22, 256, (1.105805e-6, 1.156353e-6, 0.1269757e-9), (4.441558e-3, 1.627713e-3),
+     2e-6, 256, "same_die"),
+    # a ring of 64 against 160 packets a tick: drops counted tick by tick, none past a
+    # burst's last packet (grid 0, case-442)
+    (27_480.24, 9000, (4.308595e-6, 0.6738567e-6, 0.0693275e-9), (65.95011e-3, 26.90708e-3),
+     4.142414e-3, 64, "same_core"),
+])
+def test_passive_onoff_bursts_kept_up_with_are_followed_cycle_by_cycle(
+        rate: float, size: int, costs: tuple[float, float, float],
+        onoff: tuple[float, float], interval: float, ring: int, place: str) -> None:
+    """Bursts the consumer keeps up with, each followed from its first packet at its own
+    offset against the tick grid: wake-ups, empty ones and drops as the DES counts them."""
+    config = measured(rate, size, costs, "onoff", onoff)
+    setting = NicSetting("passive_wait", poll_interval=interval, ring_slots=ring,
+                         placement=place)
+    fast, des = both(config, setting)
+    assert fast.interrupts == pytest.approx(des.interrupts, rel=0.01)
+    assert fast.empty_wakeups == pytest.approx(des.empty_wakeups, rel=0.01)
+    assert fast.packets_dropped == pytest.approx(des.packets_dropped, rel=0.01, abs=1)
