@@ -303,10 +303,13 @@ def _start_sshd(h: LabHost) -> int:
 
 def lab_up(directory: str | Path, hosts: int = 3, prefix: str | None = None) -> Lab:
     """Build the lab in `directory` (see the module doc); on any failure undo it all."""
-    check_lab_possible()
+    # bad options first: they are wrong on any machine
     if not 2 <= hosts <= MAX_HOSTS:
         raise InputError(f"lab: --hosts: expected 2..{MAX_HOSTS} (a sender and at least one "
                          f"receiver), got {hosts}")
+    if prefix is not None:
+        lab_id(Path(directory), prefix)
+    check_lab_possible()
     directory = Path(directory).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     ident = lab_id(directory, prefix)
