@@ -164,6 +164,7 @@ class _Share:
     behind: np.ndarray  # shared hosts: share of t's arrival span it spends backlogged
     alt: np.ndarray  # shared hosts: share of t's span it keeps up beside a backlogged one
     alt_ws: np.ndarray  # ... and its cost per packet then (its w plus theirs)
+    awake_rho: np.ndarray  # shared hosts: the others' load while t keeps up (NaN: none)
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,7 @@ def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     share = _Share(rho_o=np.zeros(shape), resid=np.zeros(shape), high=irq_load.copy(), r=r,
                    delivered=np.full(shape, np.nan), q_end=np.zeros(shape),
                    tail=np.zeros(shape), behind=np.zeros(shape), alt=np.zeros(shape),
-                   alt_ws=np.zeros(shape))
+                   alt_ws=np.zeros(shape), awake_rho=np.full(shape, np.nan))
     for cols in wl.groups:
         _share_host(wl, b, w, irq_load, soft_load, cap_q, cols, share, wakes)
     return share
@@ -267,7 +268,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     def wake(rows: np.ndarray, ws: np.ndarray) -> np.ndarray:
         return wakes.load(busy[rows], cols, ws) * avg
 
-    rho, resid, high, dropped, q_end, taken_own, fin, behind, alt_t, alt_w = _phases(
+    rho, resid, high, dropped, q_end, taken_own, fin, behind, alt_t, alt_w, aw_t, aw_rho = _phases(
         edges, arriving, inflow, end, same[busy], wj[busy], irq[busy], sq[busy], cap, weight,
         wake)
     rows = busy[:, None]
@@ -280,6 +281,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     out.behind[rows, cols] = np.clip(behind / span, 0.0, 1.0)
     out.alt[rows, cols] = np.clip(alt_t / span, 0.0, 1.0)
     out.alt_ws[rows, cols] = alt_w / np.maximum(alt_t, _TINY)
+    out.awake_rho[rows, cols] = np.where(aw_t > 0, aw_rho / np.maximum(aw_t, _TINY), np.nan)
     out.r[rows, cols] = np.where((dropped > 0.5) | (q_end >= 1.0), taken_own / span, np.inf)
 
 
@@ -299,8 +301,8 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
     packet cost w. A consumer that drains beside a backlogged one alternates with it packet
     by packet, so its drains are long and its wake-ups rare: its cost is its own w plus
     theirs."""
-    rho, resid, high, q, q_end, taken_own, dropped, behind, alt_t, alt_w = (
-        np.zeros(wj.shape) for _ in range(10))
+    rho, resid, high, q, q_end, taken_own, dropped, behind, alt_t, alt_w, aw_t, aw_rho = (
+        np.zeros(wj.shape) for _ in range(12))
     fin = np.broadcast_to(end, wj.shape).copy()  # when the last packet is taken
     per = np.stack([irq, sq], axis=2)
     ends = np.abs(end[None, :] - edges[1:, None]) <= _TINY  # (phases, m)
@@ -355,7 +357,11 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
             alt_t[live] += beside
             alt_w[live] += beside * alternate / np.clip(1.0 - hs, 0.02, None)
             used = taken * ws + (irq[live] + woken) * act * step
-            rho[live] += act * (np.matmul(sm, used[:, :, None])[:, :, 0] - used)
+            others = act * (np.matmul(sm, used[:, :, None])[:, :, 0] - used)
+            rho[live] += others
+            kept = ~(backlog | (qs > 0.5))
+            aw_t[live] += act * kept * step
+            aw_rho[live] += others * kept
             now[live] += step[:, 0]
             live = live[now[live] < length * (1 - 1e-12)]
             if not live.size:
@@ -379,7 +385,7 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
         fin[rows] = np.where(empties, now[rows] + until, fin[rows])
         q[rows] = np.where(empties, 0.0, np.clip(qr - np.minimum(rk, 1e300) * step, 0.0, None))
         now[rows] += step
-    return rho, resid, high, dropped, q_end, taken_own, fin, behind, alt_t, alt_w
+    return rho, resid, high, dropped, q_end, taken_own, fin, behind, alt_t, alt_w, aw_t, aw_rho
 
 
 def _pairs(same: np.ndarray, member: np.ndarray) -> np.ndarray:
@@ -546,13 +552,21 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
             "fluid_q": share.q_end.ravel(), "fluid_tail": share.tail.ravel(),
             "behind": share.behind.ravel(), "alt": share.alt.ravel(),
             "alt_ws": share.alt_ws.ravel(),
+            "awake_ws": (w / np.clip(1.0 - share.awake_rho, 0.02, None)).ravel(),
+            "lam": np.broadcast_to(lam, shape).ravel(),
             "delay": np.broadcast_to(delay, shape).ravel()}
     res = {key: np.zeros(col.size) for key in _Mode.__dataclass_fields__}
+    # a batched consumer on a shared core that is behind for part of its span: the rest of
+    # the time it sleeps and wakes at the cost per packet it has then (`_saturate` keeps
+    # only its wake-ups from the mode's result)
+    awake = ((pas | wat).ravel() & np.isfinite(flat["r"]) & (flat["behind"] < 1.0)
+             & (flat["lam"] * flat["awake_ws"] < 1.0))
+    ws_mode = np.where(awake, flat["awake_ws"], flat["ws"])
 
     def run(mask: np.ndarray, fn: Callable[..., _Mode], *names: str) -> None:
         sel = np.flatnonzero(mask.ravel())
         if sel.size:
-            cx = _Ctx.build(wl, col[sel], flat["ws"][sel], flat["ring"][sel])
+            cx = _Ctx.build(wl, col[sel], ws_mode[sel], flat["ring"][sel])
             out = fn(cx, *(flat[k][sel] for k in names))
             for key in res:
                 res[key][sel] = getattr(out, key)
@@ -936,10 +950,12 @@ def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
     period's mean q/(1 − ρ) and variance qρ/(1 − ρ)³ (Gauss–Hermite nodes); the next tick
     is k = ⌈(Ti + drain)/T⌉ periods later, so the next window x = kT − drain lies in
     [Ti, T + Ti): a grid of `windows` points, each node's x split between its two
-    neighbours. From a grid point the next q is Poisson(λx): P(0) exactly, the last bin
-    from the normal's CDF, the bins between from its density. The transition is the
-    product of the two (bins → windows → bins); its stationary distribution gives the mean
-    cycle, packets per wake-up, drops and the share of empty wake-ups.
+    neighbours, or, for a drain spread over an eighth of a period or more, the wrapped
+    normal integrated over each point's cell (`_wrapped_windows`). From a grid point the
+    next q is Poisson(λx): P(0) exactly, the last bin from the normal's CDF, the bins
+    between from its density. The transition is the product of the two (bins → windows →
+    bins); its stationary distribution gives the mean cycle, packets per wake-up, drops
+    and the share of empty wake-ups.
     """
     e = lam.size
     z, h = _HERMITE
@@ -968,6 +984,20 @@ def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
     size = e * bins * windows
     to_window = (np.bincount(idx, hw * (1.0 - frac), minlength=size)
                  + np.bincount(idx + 1, hw * frac, minlength=size)).reshape(e, bins, windows)
+    cycles = (k * h).sum(axis=2) * period[:, None]  # (e, B)
+    # a drain spread over an eighth of a period or more: its few nodes would alias against
+    # the tick grid (`_wrapped_windows`)
+    spread = sd * ws[:, None] / period[:, None]
+    wide = spread >= 0.13
+    rows = np.flatnonzero(wide.any(axis=1))
+    if rows.size:
+        mean = (s[rows] * h).sum(axis=2) * ws[rows, None] + (delay[rows] / free[rows])[
+            :, None] * (1.0 - np.exp(-q[rows]))
+        mass, window = _wrapped_windows(mean + ti[rows, None], spread[rows], ti[rows],
+                                        period[rows], windows)
+        to_window[rows] = np.where(wide[rows, :, None], mass, to_window[rows])
+        # the mean cycle from the mean window: k·T = window + drain
+        cycles[rows] = np.where(wide[rows], window + mean, cycles[rows])
     # windows → bins
     mu = lam[:, None] * np.linspace(0.0, 1.0, windows)[None, :] * reach[:, None]  # (e, X)
     inv = 1.0 / np.sqrt(np.maximum(mu, 1e-12))
@@ -983,11 +1013,40 @@ def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
     p *= (np.clip(1.0 - p0 - p_last, 0.0, None) / np.maximum(p.sum(axis=-1), 1e-300))[..., None]
     p[..., 0], p[..., -1] = p0, p_last
     pi = _stationary(np.matmul(to_window, p).transpose(0, 2, 1).copy())
-    weight = pi[:, :, None] * h
     seen = np.matmul(pi[:, None, :], to_window)[:, 0, :]  # (e, X): how often each window
     excess = _poisson_excess(mu.ravel(), np.repeat(ring, windows)).reshape(mu.shape)
-    return ((weight * k).sum(axis=(1, 2)) * period, (weight * s).sum(axis=(1, 2)),
+    return ((pi * cycles).sum(axis=1), (pi * (s * h).sum(axis=2)).sum(axis=1),
             (seen * excess).sum(axis=1), (seen * p0).sum(axis=1))
+
+
+def _wrapped_windows(lag: np.ndarray, spread: np.ndarray, ti: np.ndarray,
+                     period: np.ndarray, windows: int, terms: int = 4
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The distribution of the window from a drain's end to the next tick + Ti on
+    `_passive_binned`'s grid of `windows` points over [0, T + Ti), and its mean, for
+    drains normal with mean `lag` − Ti and sd `spread`·T (arrays (e, B)).
+
+    The window is Ti + ((−lag) mod T): a wrapped normal, whose Fourier series (`terms`
+    terms: the next is below 3e-4 for a spread of 0.13 periods or more) is integrated
+    exactly over each grid point's cell. Point samples of the drain (the Gauss–Hermite
+    nodes) alias against the tick grid once the drain's spread nears a period.
+    """
+    reach = period + ti
+    grid = np.linspace(0.0, 1.0, windows)[None, :] * reach[:, None]  # (e, X)
+    half = reach[:, None] / (2.0 * (windows - 1))
+    edges = np.clip(np.concatenate([grid - half, grid[:, -1:] + half], axis=1) - ti[:, None],
+                    0.0, period[:, None])  # the cells in u = window − Ti ∈ [0, T)
+    m = np.arange(1.0, terms + 1.0)
+    angle = 2.0 * np.pi * m[None, :, None] * edges[:, None, :] / period[:, None, None]
+    d_cos, d_sin = np.diff(np.cos(angle), axis=2), np.diff(np.sin(angle), axis=2)
+    # u ≡ −lag (mod T): ∫ cell of (2ρ_m/T)·cos(2πm(u + lag)/T), ρ_m = exp(−2π²m²spread²)
+    phase = 2.0 * np.pi * m * (lag / period[:, None])[:, :, None]
+    damp = np.exp(-2.0 * np.pi ** 2 * m ** 2 * spread[:, :, None] ** 2) / (np.pi * m)
+    mass = (np.diff(edges, axis=1) / period[:, None])[:, None, :] + (
+        np.matmul(damp * np.cos(phase), d_sin) + np.matmul(damp * np.sin(phase), d_cos))
+    np.clip(mass, 0.0, None, out=mass)
+    mass /= np.maximum(mass.sum(axis=2, keepdims=True), 1e-300)
+    return mass, np.matmul(mass, grid[:, :, None])[:, :, 0]
 
 
 def _stationary(lhs: np.ndarray) -> np.ndarray:
