@@ -180,12 +180,14 @@ class _Wakes:
     pas: np.ndarray
     wat: np.ndarray
     sleeps: np.ndarray
+    delay: np.ndarray  # the wait for the others' queued work before a drain
 
     def load(self, rows: np.ndarray, cols: np.ndarray, w: np.ndarray) -> np.ndarray:
         """The sleeping ones' wake-up load at a packet cost w (rows × cols)."""
         at = np.ix_(rows, cols)
         return _wake_load(self.local[cols], self.ti[cols], w, self.period[at],
-                          self.n_wake[at], self.pas[at], self.wat[at]) * self.sleeps[at]
+                          self.n_wake[at], self.pas[at], self.wat[at], self.delay[at]
+                          ) * self.sleeps[at]
 
 
 def _core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray,
@@ -533,16 +535,16 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     ws = w / np.clip(1.0 - share.rho_o, 0.02, None)
     if wl.groups:  # shared hosts: the others' wake-ups are real while they still sleep
         sleeps = (pas | wat) & (lam * ws < 1.0) & ~np.isfinite(share.r)
-        soft = _wake_load(wl.local, wl.ti, ws, period, n_wake, pas, wat)
-        wakes = _Wakes(wl.local, wl.ti, period, n_wake, pas, wat, sleeps)
+        # a drain first waits for the others' queued work, which spaces the wake-ups
+        wait = _queue_wait(share)
+        soft = _wake_load(wl.local, wl.ti, ws, period, n_wake, pas, wat, wait)
+        wakes = _Wakes(wl.local, wl.ti, period, n_wake, pas, wat, sleeps, wait)
         share = _core_share(wl, b, w, hard, soft, cap_q, wakes)
         ws = w / np.clip(1.0 - share.rho_o, 0.02, None)
         # active_wait's backlog out-queues the others' single requests: only their
         # interrupts slow it down
         ws = np.where(act, w / np.clip(1.0 - (share.high - hard), 0.02, None), ws)
-    # a wake-up's drain first waits for the others' packet work already queued (P-K mean
-    # work in system, Σ λ·b²/2 / (1 − ρ)), which itself is slowed down by their arrivals
-    delay = share.resid / np.clip(1.0 - share.rho_o, 0.02, None) ** 2
+    delay = _queue_wait(share)
 
     col = np.broadcast_to(np.arange(shape[1]), shape).ravel()
     flat = {"ws": ws.ravel(), "ring": b.ring_slots.ravel(), "w": w.ravel(),
@@ -636,24 +638,33 @@ def _outputs(wl: Workload, res: dict[str, np.ndarray], w: np.ndarray, bus: np.nd
     }
 
 
+def _queue_wait(share: _Share) -> np.ndarray:
+    """How long a wake-up's drain first waits for the others' packet work already queued:
+    the P–K mean work in system, Σ λ·b²/2 / (1 − ρ), itself slowed down by their arrivals."""
+    return share.resid / np.clip(1.0 - share.rho_o, 0.02, None) ** 2
+
+
 def _wake_load(local: np.ndarray, ti_col: np.ndarray, w: np.ndarray, period: np.ndarray,
-               n_wake: np.ndarray, pas: np.ndarray, wat: np.ndarray) -> np.ndarray:
+               n_wake: np.ndarray, pas: np.ndarray, wat: np.ndarray,
+               delay: np.ndarray | None = None) -> np.ndarray:
     """CPU share of the batched modes' wake-ups (Ti once per cycle of k timer periods, or per
     n_w packets plus what arrives while draining) for a packet cost w (arrays (rows, cols);
-    `local` and `ti_col` per column; each mode computed on its own elements only)."""
+    `local` and `ti_col` per column; each mode computed on its own elements only). `delay`:
+    the wait before each drain (`_queue_wait`), which lengthens the cycle."""
     out = np.zeros(w.shape)
     for mask, passive in ((pas, True), (wat, False)):
         sel = np.flatnonzero(mask)
         col = sel % w.shape[1]
         lam, ti, ws = local[col], ti_col[col], w.ravel()[sel]
+        dl = 0.0 if delay is None else np.broadcast_to(delay, w.shape).ravel()[sel]
         free = np.clip(1.0 - lam * ws, 1e-6, None)
         if passive:
             t = period.ravel()[sel]
-            k = np.maximum(1.0, np.ceil(ti / (t * free) - 1e-9))
+            k = np.maximum(1.0, np.ceil((ti + dl) / (t * free) - 1e-9))
             out.ravel()[sel] = ti / (k * t)
         else:
             n_w = n_wake.ravel()[sel]
-            out.ravel()[sel] = lam * ti / (n_w + lam * (ti + n_w * ws) / free)
+            out.ravel()[sel] = lam * ti / (n_w + lam * (ti + dl + n_w * ws) / free)
     return out
 
 
