@@ -639,9 +639,12 @@ def _outputs(wl: Workload, res: dict[str, np.ndarray], w: np.ndarray, bus: np.nd
 
 
 def _queue_wait(share: _Share) -> np.ndarray:
-    """How long a wake-up's drain first waits for the others' packet work already queued:
-    the P–K mean work in system, Σ λ·b²/2 / (1 − ρ), itself slowed down by their arrivals."""
-    return share.resid / np.clip(1.0 - share.rho_o, 0.02, None) ** 2
+    """How long a wake-up's drain first waits for the others' packet work: the core takes
+    one request per consumer in turn, so the drain's first packet waits for the packet in
+    service (its residual, Σ λ·b²/2 over the others) and for one whole packet of each other
+    consumer with a request queued (about ρ_j of the time: Σ λ·b², twice as much),
+    stretched by what arrives meanwhile (1 / (1 − ρ))."""
+    return 3.0 * share.resid / np.clip(1.0 - share.rho_o, 0.02, None)
 
 
 def _wake_load(local: np.ndarray, ti_col: np.ndarray, w: np.ndarray, period: np.ndarray,
