@@ -57,6 +57,22 @@ def measured(rate: float, size: int, costs: tuple[float, float, float], arrival:
     return parse_config(raw, source="test")
 
 
+def shared_host(cores: int, costs: dict[str, float],
+                streams: list[tuple[int, int, float, str]],
+                memory: dict[str, float] | None = None) -> Config:
+    """One host of `cores` with a NIC per stream (packets, size, rate, arrival): the
+    transmissions t0, t1, ... as the fidelity grid's shared cases are written."""
+    host: dict = {"cores": cores, "costs": costs}
+    if memory:
+        host["memory"] = memory
+    raw = {"hosts": {"h": host},
+           "nics": {f"n{i}": {"host": "h", "link": "100Gbit/s"} for i in range(len(streams))},
+           "transmissions": [{"id": f"t{i}", "nic": f"n{i}", "size": n * size,
+                              "packet_size": size, "rate": rate, "arrival": arrival}
+                             for i, (n, size, rate, arrival) in enumerate(streams)]}
+    return parse_config(raw, source="test")
+
+
 def both(config: Config, setting: NicSetting):
     """(fast, DES with every packet) for the one transmission of `config`."""
     return run(config, setting), simulate_any(config, {"t": setting}, engine="des",
@@ -441,16 +457,8 @@ def test_a_consumer_behind_only_while_its_neighbour_arrives_sleeps_after() -> No
     """A watermark consumer behind while a saturating neighbour's packets arrive (4 of
     its 20 ms), alone afterwards: it wakes as it does alone for the rest of its span
     (the cost per packet of the whole span's average said 653 wake-ups; the DES 871)."""
-    raw = {"hosts": {"h": {"cores": 1, "costs": {"irq": 2e-6, "per_packet": 0.8e-6,
-                                                 "per_byte": 0.2e-9}}},
-           "nics": {"a": {"host": "h", "link": "100Gbit/s"},
-                    "b": {"host": "h", "link": "100Gbit/s"}},
-           "transmissions": [
-               {"id": "t0", "nic": "a", "size": 4000 * 1000, "packet_size": 1000,
-                "rate": 1e6, "arrival": "cbr"},
-               {"id": "t1", "nic": "b", "size": 14000 * 500, "packet_size": 500,
-                "rate": 7e5, "arrival": "cbr"}]}
-    config = parse_config(raw, source="test")
+    config = shared_host(1, {"irq": 2e-6, "per_packet": 0.8e-6, "per_byte": 0.2e-9},
+                         [(4000, 1000, 1e6, "cbr"), (14000, 500, 7e5, "cbr")])
     settings = {"t0": NicSetting("passive_wait", poll_interval=20e-6, ring_slots=256),
                 "t1": NicSetting("watermark", watermark=4, watermark_timeout=0.0,
                                  ring_slots=256)}
@@ -481,18 +489,11 @@ def test_a_wake_up_load_spaced_by_the_wait_for_the_others_leaves_them_room() -> 
     each drain first waits for the others' queued work, so it wakes every ~40 µs and
     both neighbours keep up (the wake-up load without that wait starved them: 1 094 and
     2 861 drops predicted, none in the DES; held-out grid 3, case-454)."""
-    costs = {"irq": 9.8404e-6, "per_packet": 0.46443e-6, "per_byte": 0.38289e-9}
-    raw = {"hosts": {"h": {"cores": 1, "costs": costs,
-                           "memory": {"bandwidth": 866.12e6, "traffic_per_byte": 3}}},
-           "nics": {n: {"host": "h", "link": "100Gbit/s"} for n in ("a", "b", "c")},
-           "transmissions": [
-               {"id": "t0", "nic": "a", "size": 6354 * 1500, "packet_size": 1500,
-                "rate": 29_348.94, "arrival": "cbr"},
-               {"id": "t1", "nic": "b", "size": 10231 * 256, "packet_size": 256,
-                "rate": 106_584.27, "arrival": "poisson"},
-               {"id": "t2", "nic": "c", "size": 13452 * 9000, "packet_size": 9000,
-                "rate": 50_636.49, "arrival": "cbr"}]}
-    config = parse_config(raw, source="test")
+    config = shared_host(1, {"irq": 9.8404e-6, "per_packet": 0.46443e-6,
+                             "per_byte": 0.38289e-9},
+                         [(6354, 1500, 29_348.94, "cbr"), (10231, 256, 106_584.27, "poisson"),
+                          (13452, 9000, 50_636.49, "cbr")],
+                         memory={"bandwidth": 866.12e6, "traffic_per_byte": 3})
     settings = {"t0": NicSetting("watermark", watermark=20, watermark_timeout=0.0,
                                  ring_slots=256, placement="same_die"),
                 "t1": NicSetting("passive_wait", poll_interval=3.310708e-6, ring_slots=64,
@@ -513,15 +514,9 @@ def test_a_drain_waits_for_one_packet_of_each_consumer_queued_ahead() -> None:
     neighbour's — long enough that a drain runs into the next tick. The P–K wait of a
     FIFO of packets, slowed twice by 1/(1 − ρ), said 119 wake-ups; the DES 257 (grid 0,
     case-53)."""
-    costs = {"irq": 6.755253e-6, "per_packet": 0.5771674e-6, "per_byte": 0.1922314e-9}
-    raw = {"hosts": {"h": {"cores": 2, "costs": costs}},
-           "nics": {n: {"host": "h", "link": "100Gbit/s"} for n in ("a", "b")},
-           "transmissions": [
-               {"id": "t0", "nic": "a", "size": 13915 * 128, "packet_size": 128,
-                "rate": 120_086.02, "arrival": "cbr"},
-               {"id": "t1", "nic": "b", "size": 12072 * 128, "packet_size": 128,
-                "rate": 123_118.31, "arrival": "cbr"}]}
-    config = parse_config(raw, source="test")
+    config = shared_host(2, {"irq": 6.755253e-6, "per_packet": 0.5771674e-6,
+                             "per_byte": 0.1922314e-9},
+                         [(13915, 128, 120_086.02, "cbr"), (12072, 128, 123_118.31, "cbr")])
     settings = {"t0": NicSetting("active_wait", ring_slots=256, irq_core=1,
                                  placement="cross_package"),
                 "t1": NicSetting("passive_wait", poll_interval=146.2351e-6, ring_slots=1024,
