@@ -596,7 +596,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         sub = {k: v[sat] for k, v in res.items()}
         _saturate(cx, sub, act.ravel()[sat], (pas | wat).ravel()[sat],
                   *(flat[k][sat] for k in ("r", "high", "cap", "w", "fluid_delivered",
-                                           "fluid_q", "fluid_tail", "behind")))
+                                           "fluid_q", "fluid_tail", "behind", "n_wake")))
         for key, value in sub.items():
             res[key][sat] = value
     res = {k: v.reshape(shape) for k, v in res.items()}
@@ -1404,7 +1404,7 @@ def _watermark(cx: _Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
 def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.ndarray,
               r: np.ndarray, high: np.ndarray, cap: np.ndarray, w: np.ndarray,
               fluid_delivered: np.ndarray, fluid_q: np.ndarray, fluid_tail: np.ndarray,
-              behind: np.ndarray) -> None:
+              behind: np.ndarray, n_wake: np.ndarray) -> None:
     """Elements whose core cannot keep up: the consumer gets r packets/s, its queue overflows.
 
     Alone on a host, per burst (cbr/poisson: one burst) the queue (backlog B in active_wait,
@@ -1449,6 +1449,14 @@ def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np
     awake = np.where(fluid, 1.0 - behind, 0.0)  # shared: the share of time it keeps up
     res["interrupts"] = np.where(batched & ~kept, np.where(sleeps, np.maximum(
         res["interrupts"], bursts), 1.0 + res["interrupts"] * awake), res["interrupts"])
+    # a watermark consumer woken at more packets than a burst brings: a wake-up takes
+    # several bursts to come, and its drain (n_w packets behind) runs across bursts until
+    # the backlog clears at the average rate λ̄: n_w / (1 − λ̄w) packets a wake-up
+    avg = cx.c("rate") * cx.ws
+    spans = cx.onoff & batched & ~fluid & (n_wake > per_burst) & (avg < 1.0) & (n >= n_wake)
+    per_wake = n_wake / np.clip(1.0 - avg, 1e-6, None)
+    res["interrupts"] = np.where(spans, np.floor((n - n_wake) / per_wake + 1e-9) + 1.0,
+                                 res["interrupts"])
     res["empty"] = np.where(batched & ~sleeps & ~kept, res["empty"] * awake, res["empty"])
 
 
