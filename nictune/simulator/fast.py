@@ -31,6 +31,7 @@ import itertools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from scipy.special import gammaln, ndtr, pdtrc
@@ -270,34 +271,53 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     def wake(rows: np.ndarray, ws: np.ndarray) -> np.ndarray:
         return wakes.load(busy[rows], cols, ws) * avg
 
-    rho, resid, high, dropped, q_end, taken_own, fin, behind, alt_t, alt_w, aw_t, aw_rho = _phases(
-        edges, arriving, inflow, end, same[busy], wj[busy], irq[busy], sq[busy], cap, weight,
-        wake)
+    t = _phases(edges, arriving, inflow, end, same[busy], wj[busy], irq[busy], sq[busy], cap,
+                weight, wake)
     rows = busy[:, None]
-    out.rho_o[rows, cols] = rho / span
-    out.resid[rows, cols] = resid / span
-    out.high[rows, cols] = np.where(fluid, high / span, out.high[rows, cols])
-    out.delivered[rows, cols] = np.where(fluid, wl.n[cols] - dropped, np.nan)
-    out.q_end[rows, cols] = q_end
-    out.tail[rows, cols] = np.clip(fin - end, 0.0, None)
-    out.behind[rows, cols] = np.clip(behind / span, 0.0, 1.0)
-    out.alt[rows, cols] = np.clip(alt_t / span, 0.0, 1.0)
-    out.alt_ws[rows, cols] = alt_w / np.maximum(alt_t, _TINY)
-    out.awake_rho[rows, cols] = np.where(aw_t > 0, aw_rho / np.maximum(aw_t, _TINY), np.nan)
-    out.r[rows, cols] = np.where((dropped > 0.5) | (q_end >= 1.0), taken_own / span, np.inf)
+    out.rho_o[rows, cols] = t.rho / span
+    out.resid[rows, cols] = t.resid / span
+    out.high[rows, cols] = np.where(fluid, t.high / span, out.high[rows, cols])
+    out.delivered[rows, cols] = np.where(fluid, wl.n[cols] - t.dropped, np.nan)
+    out.q_end[rows, cols] = t.q_end
+    out.tail[rows, cols] = np.clip(t.fin - end, 0.0, None)
+    out.behind[rows, cols] = np.clip(t.behind / span, 0.0, 1.0)
+    out.alt[rows, cols] = np.clip(t.alt_t / span, 0.0, 1.0)
+    out.alt_ws[rows, cols] = t.alt_w / np.maximum(t.alt_t, _TINY)
+    out.awake_rho[rows, cols] = np.where(t.awake_t > 0, t.awake_rho / np.maximum(
+        t.awake_t, _TINY), np.nan)
+    out.r[rows, cols] = np.where((t.dropped > 0.5) | (t.q_end >= 1.0), t.taken_own / span,
+                                 np.inf)
+
+
+class _Totals(NamedTuple):
+    """What `_phases` integrates per (row, transmission), in s or packets."""
+
+    rho: np.ndarray  # the others' use of the core while t arrives, integrated
+    resid: np.ndarray  # their residual-work rate, integrated
+    high: np.ndarray  # the interrupt load, integrated
+    dropped: np.ndarray
+    q_end: np.ndarray  # queued when t's arrivals end
+    taken_own: np.ndarray  # packets taken while arriving
+    fin: np.ndarray  # when the last packet is taken
+    behind: np.ndarray  # time backlogged while arriving
+    alt_t: np.ndarray  # time keeping up beside a backlogged neighbour
+    alt_w: np.ndarray  # ... times the cost per packet then
+    awake_t: np.ndarray  # time keeping up while arriving
+    awake_rho: np.ndarray  # ... times the others' use of the core then
 
 
 def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.ndarray,
             same: np.ndarray, wj: np.ndarray, irq: np.ndarray, sq: np.ndarray,
             cap: np.ndarray, weight: np.ndarray,
-            wake: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> tuple[np.ndarray, ...]:
-    """`_share_host`'s phases, one after the other, for rows whose cores saturate: the
-    others' load (what they use of the core, not what they ask for: a consumer that
-    cannot keep up slows the others down by its share only), residual work and interrupt
-    load integrated over time, the packets dropped, the queue when the arrivals end, the
-    packets taken while arriving, when the last packet is taken, how long each one is
-    behind while its packets arrive, and how long it keeps up beside a backlogged neighbour
-    (with that time's cost per packet integrated: its w plus theirs, see below).
+            wake: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> _Totals:
+    """`_share_host`'s phases, one after the other, for rows whose cores saturate (the
+    `_Totals`): the others' load (what they use of the core, not what they ask for: a
+    consumer that cannot keep up slows the others down by its share only), residual work
+    and interrupt load integrated over time, the packets dropped, the queue when the
+    arrivals end, the packets taken while arriving, when the last packet is taken, how long
+    each one is behind while its packets arrive, how long it keeps up beside a backlogged
+    neighbour (with that time's cost per packet integrated: its w plus theirs, see below),
+    and how long it keeps up at all (with the others' load then integrated).
 
     `wake(rows, w)`: the wake-up load of the sleeping batched consumers in those rows at a
     packet cost w. A consumer that drains beside a backlogged one alternates with it packet
@@ -387,7 +407,8 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
         fin[rows] = np.where(empties, now[rows] + until, fin[rows])
         q[rows] = np.where(empties, 0.0, np.clip(qr - np.minimum(rk, 1e300) * step, 0.0, None))
         now[rows] += step
-    return rho, resid, high, dropped, q_end, taken_own, fin, behind, alt_t, alt_w, aw_t, aw_rho
+    return _Totals(rho, resid, high, dropped, q_end, taken_own, fin, behind, alt_t, alt_w,
+                   aw_t, aw_rho)
 
 
 def _pairs(same: np.ndarray, member: np.ndarray) -> np.ndarray:
