@@ -730,8 +730,9 @@ def _passive(cx: _Ctx, period: np.ndarray, delay: np.ndarray) -> _Mode:
     po = np.flatnonzero(cx.poisson)
     size[po] = _chain_size(lam[po], ws[po], ti[po], period[po], ring[po])
     cycle, taken, dropped, p_empty = (np.zeros(lam.shape) for _ in range(4))
-    # Poisson past λw = ½ with too many packets per tick for the exact chain: binned chain
-    binned = cx.poisson & (size < 0) & (lam * ws > 0.5) & (lam * ws < 0.95)
+    # Poisson past λw = 0.4 with too many packets per tick for the exact chain: binned chain
+    # (the map's noise feedback, slope λw/(1 − λw), is already 0.67 there)
+    binned = cx.poisson & (size < 0) & (lam * ws > 0.4) & (lam * ws < 0.95)
     parts = [(np.flatnonzero(even), _passive_cbr),
              (np.flatnonzero(~even & (size < 0) & ~binned & ~cx.onoff), _passive_map),
              (np.flatnonzero(~even & (size < 0) & ~binned & cx.onoff), _passive_phases)]
@@ -976,10 +977,11 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
 def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
                     ring: np.ndarray, _poisson: np.ndarray, delay: np.ndarray,
                     bins: int = 48, windows: int = 48) -> tuple[np.ndarray, ...]:
-    """`_passive_chain` for Poisson arrivals with many packets per tick and λw > ½, where
-    `_passive_map`'s fixed point is unstable: the chain of the ring content q when a drain
-    starts, on `bins` bins (bin 0: an empty ring; then bins of Δ packets up to the Poisson
-    tail of λ(T + Ti), beyond which no window reaches; the last: a full ring or beyond).
+    """`_passive_chain` for Poisson arrivals with many packets per tick and λw > 0.4, where
+    `_passive_map`'s fixed point is unstable (past ½) or nearly so: the chain of the ring
+    content q when a drain starts, on `bins` bins (bin 0: an empty ring; then bins of Δ
+    packets up to the Poisson tail of λ(T + Ti), beyond which no window reaches; the last:
+    a full ring or beyond).
 
     From q (the bin's middle) the drain takes S packets, normal with the M/D/1 busy
     period's mean q/(1 − ρ) and variance qρ/(1 − ρ)³ (Gauss–Hermite nodes); the next tick

@@ -538,3 +538,17 @@ def test_a_watermark_above_a_burst_drains_across_bursts() -> None:
     fast, des = both(config, setting)
     assert des.interrupts < 10
     assert fast.interrupts == des.interrupts
+
+
+def test_poisson_passive_just_below_half_load_uses_the_chain() -> None:
+    """Poisson passive_wait at λw = 0.49 with 39 packets a tick: the fluid map's noise
+    feedback (slope λw/(1 − λw) ≈ 1) already shortens its cycles (762 wake-ups); the
+    binned chain, used from λw = 0.4 on, weighs the cycles of one and two ticks as the
+    DES does (699 with seed 0; grid 3, case-254)."""
+    config = measured(294_734.66, 9000, (1.223809e-6, 0.2030646e-6, 0.1167919e-9), "poisson")
+    setting = NicSetting("passive_wait", poll_interval=133.04699e-6, ring_slots=16384,
+                         placement="cross_package")
+    fast = run(config, setting)
+    des = [simulate_any(config, {"t": setting}, engine="des", seed=s, exact=True)[0]
+           for s in range(3)]
+    assert fast.interrupts == pytest.approx(np.mean([d.interrupts for d in des]), rel=0.03)
