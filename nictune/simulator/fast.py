@@ -551,7 +551,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     # batched modes pay Ti once per cycle and self-regulate ("soft", `_core_share`)
     cap_q = np.where(act, wl.backlog[None, :], b.ring_slots)
     hard = np.where(act, lam * ti, 0.0)
-    soft = _wake_load(wl.local, wl.ti, w, period, n_wake, pas, wat)
+    soft = _wake_load(wl.local, wl.ti, w, period, n_wake, pas, wat, 0.0)  # (no wait yet)
     share = _core_share(wl, b, w, hard, soft, cap_q)
     ws = w / np.clip(1.0 - share.rho_o, 0.02, None)
     if wl.groups:  # shared hosts: the others' wake-ups are real while they still sleep
@@ -575,16 +575,14 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
             "fluid_q": share.q_end.ravel(), "fluid_tail": share.tail.ravel(),
             "behind": share.behind.ravel(), "alt": share.alt.ravel(),
             "alt_ws": share.alt_ws.ravel(),
-            "awake_ws": (w / np.clip(1.0 - share.awake_rho, 0.02, None)).ravel(),
-            "lam": np.broadcast_to(lam, shape).ravel(),
             "delay": np.broadcast_to(delay, shape).ravel()}
     res = {key: np.zeros(col.size) for key in _Mode.__dataclass_fields__}
     # a batched consumer on a shared core that is behind for part of its span: the rest of
     # the time it sleeps and wakes at the cost per packet it has then (`_saturate` keeps
     # only its wake-ups from the mode's result)
-    awake = ((pas | wat).ravel() & np.isfinite(flat["r"]) & (flat["behind"] < 1.0)
-             & (flat["lam"] * flat["awake_ws"] < 1.0))
-    ws_mode = np.where(awake, flat["awake_ws"], flat["ws"])
+    awake_ws = w / np.clip(1.0 - share.awake_rho, 0.02, None)  # NaN: never keeps up
+    awake = (pas | wat) & np.isfinite(share.r) & (share.behind < 1.0) & (lam * awake_ws < 1.0)
+    ws_mode = np.where(awake, awake_ws, ws).ravel()
 
     def run(mask: np.ndarray, fn: Callable[..., _Mode], *names: str) -> None:
         sel = np.flatnonzero(mask.ravel())
@@ -670,7 +668,7 @@ def _queue_wait(share: _Share) -> np.ndarray:
 
 def _wake_load(local: np.ndarray, ti_col: np.ndarray, w: np.ndarray, period: np.ndarray,
                n_wake: np.ndarray, pas: np.ndarray, wat: np.ndarray,
-               delay: np.ndarray | None = None) -> np.ndarray:
+               delay: np.ndarray | float) -> np.ndarray:
     """CPU share of the batched modes' wake-ups (Ti once per cycle of k timer periods, or per
     n_w packets plus what arrives while draining) for a packet cost w (arrays (rows, cols);
     `local` and `ti_col` per column; each mode computed on its own elements only). `delay`:
@@ -680,7 +678,7 @@ def _wake_load(local: np.ndarray, ti_col: np.ndarray, w: np.ndarray, period: np.
         sel = np.flatnonzero(mask)
         col = sel % w.shape[1]
         lam, ti, ws = local[col], ti_col[col], w.ravel()[sel]
-        dl = 0.0 if delay is None else np.broadcast_to(delay, w.shape).ravel()[sel]
+        dl = np.broadcast_to(delay, w.shape).ravel()[sel]
         free = np.clip(1.0 - lam * ws, 1e-6, None)
         if passive:
             t = period.ravel()[sel]
@@ -1160,14 +1158,7 @@ def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
     if redo.size:
         sub = _Cycles(lam[redo], ws[redo], ti[redo], period[redo], ring[redo], delay[redo],
                       n[redo])
-        going = np.arange(redo.size)
-        for start in range(0, horizon, 64):  # in rounds, each on the ones still going
-            part = sub.subset(going)
-            part.follow(min(64, horizon - start), start, horizon // 2, masked=True)
-            sub.put(going, part)
-            going = going[sub.handled[going] < sub.n[going]]
-            if not going.size:
-                break
+        sub.follow_to_end(horizon)
         c.put(redo, sub)
     done = c.handled >= n
     w_late = np.maximum(c.late[0], 1.0)
@@ -1204,14 +1195,7 @@ def _passive_onoff(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     # the first tick whose Ti ends after the burst's first arrival takes it (an earlier
     # one is an empty wake-up of the gap); the transmission's first tick is one period in
     sub.j = np.where(index.ravel() > 0, np.ceil((shift - rep(ti)) / rep(period) - 1e-9), 1.0)
-    going = np.arange(sub.n.size)
-    for start in range(0, horizon, 64):  # in rounds, each on the bursts still going
-        part = sub.subset(going)
-        part.follow(64, start, horizon // 2, masked=True)
-        sub.put(going, part)
-        going = going[sub.handled[going] < sub.n[going]]
-        if not going.size:
-            break
+    sub.follow_to_end(horizon)
     # a burst longer than the horizon: the rest at the pace of the horizon's second half
     late = np.maximum(sub.late[0], 1.0)
     more = np.clip(sub.n - sub.handled, 0.0, None) / np.maximum(
@@ -1261,6 +1245,19 @@ class _Cycles:
     def put(self, idx: np.ndarray, sub: _Cycles) -> None:
         for k, v in sub.__dict__.items():
             getattr(self, k)[..., idx] = v
+
+    def follow_to_end(self, horizon: int) -> None:
+        """Follow each transmission from its start, counting only its own wake-ups, until
+        its last packet is handled or `horizon` wake-ups: in rounds of 64, each on the ones
+        still going; the second half of the horizon counts in `late`."""
+        going = np.arange(self.n.size)
+        for start in range(0, horizon, 64):
+            part = self.subset(going)
+            part.follow(min(64, horizon - start), start, horizon // 2, masked=True)
+            self.put(going, part)
+            going = going[self.handled[going] < self.n[going]]
+            if not going.size:
+                break
 
     def follow(self, steps: int, start: int, first_late: int, masked: bool) -> None:
         """Advance every transmission by `steps` wake-ups (numbered from `start`); those
@@ -1469,17 +1466,16 @@ def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np
     # its timer ticks in the gaps)
     # (a burst's backlog that outlasts the gap keeps it awake across bursts: once)
     sleeps = cx.onoff & (q / np.maximum(r, _TINY) < cx.c("off"))
-    awake = np.where(fluid, 1.0 - behind, 0.0)  # shared: the share of time it keeps up
-    res["interrupts"] = np.where(batched & ~kept, np.where(sleeps, np.maximum(
-        res["interrupts"], bursts), 1.0 + res["interrupts"] * awake), res["interrupts"])
-    # a watermark consumer woken at more packets than a burst brings: a wake-up takes
-    # several bursts to come, and its drain (n_w packets behind) runs across bursts until
-    # the backlog clears at the average rate λ̄: n_w / (1 − λ̄w) packets a wake-up
+    # (a watermark consumer woken at more packets than a burst brings waits several
+    # bursts, and its drain, n_w packets behind, runs across bursts until the backlog
+    # clears at the average rate λ̄: n_w / (1 − λ̄w) packets a wake-up)
     avg = cx.c("rate") * cx.ws
-    spans = cx.onoff & batched & ~fluid & (n_wake > per_burst) & (avg < 1.0) & (n >= n_wake)
-    per_wake = n_wake / np.clip(1.0 - avg, 1e-6, None)
-    res["interrupts"] = np.where(spans, np.floor((n - n_wake) / per_wake + 1e-9) + 1.0,
-                                 res["interrupts"])
+    spans = cx.onoff & ~fluid & (n_wake > per_burst) & (avg < 1.0) & (n >= n_wake)
+    across = np.floor((n - n_wake) * np.clip(1.0 - avg, 1e-6, None) / n_wake + 1e-9) + 1.0
+    awake = np.where(fluid, 1.0 - behind, 0.0)  # shared: the share of time it keeps up
+    res["interrupts"] = np.where(batched & ~kept, np.select(
+        [spans, sleeps], [across, np.maximum(res["interrupts"], bursts)],
+        1.0 + res["interrupts"] * awake), res["interrupts"])
     res["empty"] = np.where(batched & ~sleeps & ~kept, res["empty"] * awake, res["empty"])
 
 
