@@ -307,12 +307,10 @@ def lab_up(directory: str | Path, hosts: int = 3, prefix: str | None = None) -> 
     if not 2 <= hosts <= MAX_HOSTS:
         raise InputError(f"lab: --hosts: expected 2..{MAX_HOSTS} (a sender and at least one "
                          f"receiver), got {hosts}")
-    if prefix is not None:
-        lab_id(Path(directory), prefix)
-    check_lab_possible()
     directory = Path(directory).resolve()
-    directory.mkdir(parents=True, exist_ok=True)
     ident = lab_id(directory, prefix)
+    check_lab_possible()
+    directory.mkdir(parents=True, exist_ok=True)
     if (directory / STATE).exists():
         raise InputError(f"lab: {directory} already holds a lab; run `nictune lab down "
                          f"--dir {directory}` first")
