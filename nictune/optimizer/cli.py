@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from types import FrameType
 
 from nictune.errors import InputError
 from nictune.model import load_config
@@ -110,7 +113,10 @@ def run(args: argparse.Namespace) -> int:
             search = Search(config, options, evaluator, out, _progress)
             if args.resume:
                 search.resume(load_checkpoint(args.resume))
-            search.run()
+            with _Interrupts(search):
+                search.run()
+            if search.stop_requested:
+                raise KeyboardInterrupt
             plan_path, outcome, meta, summary = write_all(search, args.prefer, args.verify,
                                                           started, out)
     except KeyboardInterrupt:  # outside the map, so its workers stop at once
@@ -127,6 +133,38 @@ def run(args: argparse.Namespace) -> int:
         print(f"plan: {plan_path} (and pareto.csv, logbook.csv, convergence.png, pareto.png, "
               f"summary.md in {out})")
     return 0
+
+
+class _Interrupts:
+    """Ctrl-C during the search: the first asks it to stop after the generation under way
+    (which is saved); a second stops at once. A KeyboardInterrupt raised inside NumPy can
+    come out as another error (a TypeError from `np.unique` was seen), so the first one is
+    a flag the loop reads between generations, and an error raised while the second is
+    delivered counts as the interruption it is."""
+
+    def __init__(self, search: Search):
+        self.search, self.hard = search, False
+        self.active = threading.current_thread() is threading.main_thread()
+
+    def __enter__(self) -> _Interrupts:
+        if self.active:
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: object) -> None:
+        if self.active:
+            signal.signal(signal.SIGINT, self.previous)
+        if self.hard and exc is not None and not isinstance(exc, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.search.stop_requested:
+            self.hard = True
+            raise KeyboardInterrupt
+        self.search.stop_requested = True
+        print("\nnictune optimize: stopping after this generation (Ctrl-C again to stop now)",
+              file=sys.stderr, flush=True)
 
 
 def _saved_generation(out: Path) -> int | str:

@@ -66,6 +66,7 @@ class Search:
         self.individual = creator.NicIndividual4 if options.energy else creator.NicIndividual3
         self.baseline = evaluate(np.array([self.encoding.default_genes()]))
         self.state: State | None = None
+        self.stop_requested = False  # set (e.g. on Ctrl-C): stop after this generation
 
     # ------------------------------------------------------------------ scoring
     def score(self, genes: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -109,14 +110,15 @@ class Search:
         self._record(pop, rng)
 
     def run(self) -> State:
-        """Run (or continue) to `options.generations`, checkpointing on the way."""
+        """Run (or continue) to `options.generations`, checkpointing on the way; when
+        `stop_requested` is set, stop after the generation under way (and save it)."""
         if self.state is None:
             self.start()
         assert self.state is not None
         pop = self._population()
         rng = np.random.default_rng()
         rng.bit_generator.state = self.state.numpy_state
-        while self.state.generation < self.options.generations:
+        while self.state.generation < self.options.generations and not self.stop_requested:
             t0 = time.perf_counter()
             pop = tools.selNSGA2(pop + self._evaluated(self._offspring(pop, rng)),
                                  self.options.population)

@@ -131,3 +131,43 @@ def test_optimizer_ctrl_c_exits_130_and_keeps_the_checkpoint(small_config: Path,
     saved = json.loads((out / "checkpoint.json").read_text())
     assert saved["generation"] >= 1
     assert not (out / "plan.yaml").exists()
+
+
+def _interrupting(at: int, masked: bool, twice: bool):
+    """A progress callback that sends this process SIGINT during generation `at`: once
+    (stop after the generation), or twice — the second, if `masked`, turned into a
+    TypeError as NumPy does to a KeyboardInterrupt raised inside some of its C code."""
+    def progress(gen: int, *_: object) -> None:
+        if gen != at:
+            return
+        os.kill(os.getpid(), signal.SIGINT)
+        if not twice:
+            return
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # (the handler runs here at the latest)
+        except KeyboardInterrupt as exc:
+            if masked:
+                raise TypeError("Cannot compare structured arrays") from exc
+            raise
+    return progress
+
+
+@pytest.mark.parametrize(("twice", "masked", "saved"), [(False, False, 3), (True, False, 2),
+                                                         (True, True, 2)])
+def test_ctrl_c_stops_after_the_generation_or_at_once_the_second_time(
+        small_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], twice: bool, masked: bool, saved: int) -> None:
+    """One Ctrl-C finishes and saves the generation under way; a second stops at once,
+    also when a library turned its KeyboardInterrupt into another error (seen in CI: a
+    TypeError out of np.unique, with a traceback instead of exit 130)."""
+    monkeypatch.setattr("nictune.optimizer.cli._progress", _interrupting(3, masked, twice))
+    out = tmp_path / "run"
+    rc = main(["optimize", str(small_config), "--out", str(out), "--population", "8",
+               "--generations", "50", "--checkpoint-every", "1", "--verify", "none"])
+    err = capsys.readouterr().err
+    assert rc == 130, err
+    assert "stopping after this generation" in err and f"--resume {out}" in err
+    assert json.loads((out / "checkpoint.json").read_text())["generation"] == saved
+    assert not (out / "plan.yaml").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
