@@ -696,8 +696,20 @@ def _active(cx: _Ctx, high: np.ndarray) -> _Mode:
     wait = np.where(cx.poisson, rho * (cx.ti + cx.ws) / (2.0 * (1.0 - rho)), 0.0)
     lat = cx.ti + cx.ws + wait
     # interrupts saturate the core (λ·Ti > 1 summed over the core): the ring overflows
-    ring_in = np.where(high >= 1.0, np.minimum(cx.n, cx.n / np.maximum(high, 1.0) + cx.ring),
-                       cx.n)
+    over = high >= 1.0
+    ring_in = np.where(over, np.minimum(cx.n, cx.n / np.maximum(high, 1.0) + cx.ring), cx.n)
+    # onoff whose gaps let the handlers catch up (the load averaged over a burst and its gap
+    # below 1): only a burst's own excess, the 1 − 1/H of its packets the handlers have not
+    # reached by its end, can overflow the ring
+    oo = np.flatnonzero(cx.onoff & over)
+    if oo.size:
+        on, off, h = cx.c("on")[oo], cx.c("off")[oo], high[oo]
+        per_burst, bursts, n = cx.c("per_burst")[oo], cx.c("bursts")[oo], cx.n[oo]
+        last = n - (bursts - 1.0) * per_burst
+        lost = ((bursts - 1.0) * np.clip(per_burst * (1.0 - 1.0 / h) - cx.ring[oo], 0.0, None)
+                + np.clip(last * (1.0 - 1.0 / h) - cx.ring[oo], 0.0, None))
+        ring_in[oo] = np.where(h * on / (on + off) < 1.0, np.clip(n - lost, 0.0, None),
+                               ring_in[oo])
     zero = np.zeros_like(lat)
     return _Mode(interrupts=ring_in, empty=zero, delivered=cx.n + zero, stranded=zero,
                  duration=cx.span + lat, lat_mean=lat, lat_p99=cx.ti + cx.ws + 4.6 * wait)
@@ -1454,6 +1466,8 @@ def _saturate(cx: _Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np
     lat = np.minimum(cap, np.where(fluid, q_end, q)) / np.maximum(r, _TINY) + cx.ti + w
     # alone, bursts followed one by one (`_passive_bursts`) keep their counts
     kept = (res["followed"] > 0) & ~fluid
+    # (active_wait: a packet the ring had no room for never reaches the backlog)
+    delivered = np.where(act, np.minimum(delivered, res["interrupts"]), delivered)
     res["delivered"] = np.where(kept, res["delivered"], delivered)
     # the queue left when arrivals end: alone it drains at full speed, on a shared core
     # when the phases say it is taken

@@ -554,3 +554,24 @@ def test_poisson_passive_just_below_half_load_uses_the_chain() -> None:
                          placement="cross_package")
     assert run(config, setting).interrupts == pytest.approx(des_wakeups(config, setting),
                                                             rel=0.03)
+
+
+@pytest.mark.parametrize(("rate", "size", "costs", "onoff", "ring", "place"), [
+    # a burst leaves 230 handlers behind, the ring holds 1 024 and the gap clears them:
+    # every packet is interrupted (the steady-overload form said 20 966: grid 5, case-261)
+    (134_291.0, 128, (6.197257e-6, 0.7298779e-6, 0.0838981e-9), (2.830141e-3, 2.285590e-3),
+     1024, "same_core"),
+    # a burst leaves 75 behind against a ring of 64: about 11 packets a burst are lost
+    # before their interrupt (grid 2, case-163: 25 094 said, the DES 29 274 and 726 drops)
+    (76_328.0, 256, (8.781195e-6, 0.2731167e-6, 0.1303973e-9), (3.298216e-3, 2.599796e-3),
+     64, "same_package"),
+])
+def test_active_onoff_handlers_catch_up_in_the_gaps(
+        rate: float, size: int, costs: tuple[float, float, float],
+        onoff: tuple[float, float], ring: int, place: str) -> None:
+    """Interrupts outrun the core inside bursts but not over a burst and its gap: only a
+    burst's own excess over the ring is lost, and those packets are never delivered."""
+    config = measured(rate, size, costs, "onoff", onoff)
+    fast, des = both(config, NicSetting("active_wait", ring_slots=ring, placement=place))
+    assert fast.interrupts == pytest.approx(des.interrupts, rel=0.01)
+    assert fast.packets_dropped == pytest.approx(des.packets_dropped, rel=0.05, abs=30)
