@@ -48,9 +48,13 @@ METRIC_KEYS = ("packets_offered", "packets_delivered", "packets_dropped", "packe
                "bytes_delivered", "duration_s", "offered_bps", "throughput_bps", "interrupts",
                "empty_wakeups", "cpu_busy_s", "cpu_util", "latency_mean_s", "latency_p99_s",
                "energy_j")
-POISSON, ONOFF = ARRIVALS.index("poisson"), ARRIVALS.index("onoff")
+CBR, POISSON, ONOFF = (ARRIVALS.index(a) for a in ("cbr", "poisson", "onoff"))
 _PLACE = np.array([PLACEMENT_COST[p] for p in PLACEMENTS])
 _TINY = 1e-12
+_LAGUERRE = np.polynomial.laguerre.laggauss(3)  # nodes and weights of an exponential
+# the random part of a drain's wait: 4 · resid / (1 − ρ) where the even part is 3 ·
+# (`_queue_wait`; chosen on the developed-against fidelity grids, see fast.md)
+_RANDOM_WAIT = 4.0 / 3.0
 # (ring states, drain lengths) of the passive_wait chains, smallest first
 CHAIN_SIZES = ((8, 24), (16, 48), (24, 80), (32, 120), (40, 160))
 BLOCK = 50_000  # (p, t) elements `evaluate` works on at a time
@@ -592,10 +596,31 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
             for key in res:
                 res[key][sel] = getattr(out, key)
 
+    # shared hosts: the part of the wait before a drain that random neighbours cause is
+    # drawn afresh at each drain (`_mix_waits`); the modes first run with the rest ("even")
+    flat["even"] = flat["delay"]
+    mixed = np.zeros(col.size, dtype=bool)
+    if wl.groups:
+        rand = _random_share(wl, b, lam * w + hard).ravel()
+        busy = np.clip(share.rho_o, 0.0, 0.95).ravel() * rand
+        wait = flat["delay"] * rand * _RANDOM_WAIT
+        mixed = (pas | wat).ravel() & (wait > 0) & (busy > 1e-6) & ~(
+            np.isfinite(flat["r"]) & (flat["behind"] >= 1.0))  # (those never sleep)
+        flat["even"] = np.where(mixed, flat["delay"] * (1.0 - rand), flat["delay"])
     run(act, _active, "high")
-    run(pas, _passive, "period", "delay")
-    run(wat, _watermark, "wm", "tau", "n_wake", "delay")
+    run(pas, _passive, "period", "even")
+    run(wat, _watermark, "wm", "tau", "n_wake", "even")
     run(bus, _busy_poll)
+    for mask, fn, names in ((pas, _passive, ("period",)),
+                            (wat, _watermark, ("wm", "tau", "n_wake"))):
+        sel = np.flatnonzero(mask.ravel() & mixed)
+        if sel.size:
+            def mode(i: np.ndarray, d: np.ndarray, fn=fn, sel=sel, names=names) -> _Mode:
+                at = sel[i]
+                cx = _Ctx.build(wl, col[at], ws_mode[at], flat["ring"][at])
+                return fn(cx, *(flat[k][at] for k in names), flat["even"][at] + d)
+
+            _mix_waits(res, sel, mode, wait[sel], busy[sel])
     # a batched consumer that keeps up beside a backlogged neighbour: while it does, its
     # drains alternate with the neighbour's packets (cost alt_ws); the wake-ups are the
     # two regimes' in proportion to their time
@@ -655,6 +680,60 @@ def _outputs(wl: Workload, res: dict[str, np.ndarray], w: np.ndarray, bus: np.nd
         "latency_p99_s": np.where(delivered > 0, res["lat_p99"], 0.0),
         "energy_j": wl.nic_idle[None, :] * duration + wl.core_busy[None, :] * cpu,
     }
+
+
+def _mix_waits(res: dict[str, np.ndarray], sel: np.ndarray,
+               mode: Callable[[np.ndarray, np.ndarray], _Mode], wait: np.ndarray,
+               busy: np.ndarray) -> None:
+    """Wake-ups (and empty ones) of `sel` when part of the wait before each drain is random.
+
+    An evenly spaced neighbour's work comes at the same place in each of its cycles, and
+    the mean wait it causes (`_queue_wait`) is what every drain sees; a random neighbour's
+    (Poisson, onoff) is queued or not when a drain starts, and a mean stands for a spread
+    that decides whether the drain ends before the next tick or packet. That part (mean
+    `wait`) is none when the core is free of their work (1 − `busy`) and about
+    exponential with mean wait / busy otherwise (the usual approximation of an M/G/1
+    wait). `res` holds the mode's counts with none of it; `mode(i, wait)` runs the mode
+    for elements sel[i] (an index may repeat) with that much: the three Gauss–Laguerre
+    nodes of the exponential. Each wake-up draws its own wait, so the mean cycle is the
+    mixture and the wake-ups are its harmonic mean. Counts only fall as the wait grows, so
+    where none and the longest node agree every node does: the middle nodes run only
+    where they differ (in one call, side by side)."""
+    nodes, weights = _LAGUERRE
+    low, e_low = res["interrupts"][sel], res["empty"][sel]
+    last = mode(np.arange(sel.size), wait / busy * nodes[-1])
+    top, e_top = last.interrupts, last.empty
+    same = (np.abs(top - low) <= 1e-9 * low) & (np.abs(e_top - e_low) <= 1e-9 * np.maximum(
+        e_low, 1.0))
+    counts = np.where(same, low, np.nan)[None].repeat(nodes.size - 1, axis=0)
+    empties = np.where(same, e_low, np.nan)[None].repeat(nodes.size - 1, axis=0)
+    rest = np.flatnonzero(~same)
+    if rest.size:
+        k = nodes.size - 1
+        out = mode(np.tile(rest, k), (wait[rest] / busy[rest] * nodes[:-1, None]).ravel())
+        counts[:, rest] = out.interrupts.reshape(k, rest.size)
+        empties[:, rest] = out.empty.reshape(k, rest.size)
+    p = np.vstack([1.0 - busy, busy * weights[:, None]])  # (nodes + 1, m)
+    counts = np.maximum(np.vstack([low, counts, top]), _TINY)
+    empties = np.vstack([e_low, empties, e_top])
+    inv = (p / counts).sum(axis=0)
+    res["interrupts"][sel] = 1.0 / inv
+    res["empty"][sel] = (p * empties / counts).sum(axis=0) / inv
+
+
+def _random_share(wl: Workload, b: SettingBatch, load: np.ndarray) -> np.ndarray:
+    """The share of the others' load on each transmission's core (`load` and the result
+    arrays (P, T); 0 off shared hosts) that arrives at random (Poisson or onoff arrivals)
+    rather than evenly spaced (cbr)."""
+    out = np.zeros(load.shape)
+    for cols in wl.groups:
+        core = b.irq_core[:, cols]
+        same = (core[:, :, None] == core[:, None, :]) & ~np.eye(cols.size, dtype=bool)
+        lc = load[:, cols, None]
+        tot = np.matmul(same.astype(float), lc)[:, :, 0]
+        rand = np.matmul(same.astype(float), lc * (wl.arrival[cols] != CBR)[None, :, None])
+        out[:, cols] = np.where(tot > 0, rand[:, :, 0] / np.maximum(tot, _TINY), 0.0)
+    return out
 
 
 def _queue_wait(share: _Share) -> np.ndarray:
