@@ -1,0 +1,146 @@
+"""What the fast engine's parts share: the per-transmission inputs (`Workload`), one subset
+of (setting, transmission) elements with its costs (`Ctx`), a mode's result (`Mode`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import pdtrc
+
+from nictune.model import ARRIVALS, Config, Transmission
+from nictune.simulator.arrivals import link_packet_rate
+from nictune.simulator.costs import memory_factors
+
+CBR, POISSON, ONOFF = (ARRIVALS.index(a) for a in ("cbr", "poisson", "onoff"))
+
+
+TINY = 1e-12
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Per-transmission inputs as arrays of shape (T,) (static: no setting in here)."""
+
+    n: np.ndarray  # packets
+    size: np.ndarray  # bytes per packet
+    rate: np.ndarray  # offered packets/s
+    local: np.ndarray  # packets/s while arriving (onoff: the burst rate)
+    span: np.ndarray  # s from first to last arrival
+    bursts: np.ndarray  # onoff bursts (1 otherwise)
+    per_burst: np.ndarray  # packets per burst
+    on: np.ndarray  # s of arrivals per burst (span for cbr/poisson)
+    off: np.ndarray  # s of silence between bursts (0 for cbr/poisson)
+    cycle: np.ndarray  # s from one burst's start to the next (inf for cbr/poisson)
+    arrival: np.ndarray  # index into ARRIVALS
+    start: np.ndarray
+    host: np.ndarray  # host index
+    ti: np.ndarray
+    tp: np.ndarray
+    tb_mem: np.ndarray  # per_byte · memory factor
+    tc: np.ndarray
+    backlog: np.ndarray
+    nic_idle: np.ndarray
+    core_busy: np.ndarray
+    groups: tuple[np.ndarray, ...]  # column indices of each host with several transmissions
+
+    @classmethod
+    def build(cls, config: Config, transmissions: list[Transmission]) -> Workload:
+        mem = memory_factors(config, transmissions)
+        hosts = {name: i for i, name in enumerate(config.hosts)}
+        rows = []
+        for t in transmissions:
+            host, nic = config.host_of(t), config.nic_of(t)
+            n, rate = t.packets, t.rate
+            if t.arrival == "onoff":
+                local = min(rate * (t.onoff_on + t.onoff_off) / t.onoff_on,
+                            link_packet_rate(t, nic))
+                per_burst = max(1, math.ceil(t.onoff_on * local - 1e-9))  # as arrivals.py
+                bursts = math.ceil(n / per_burst)
+                last = n - (bursts - 1) * per_burst
+                span = (bursts - 1) * (t.onoff_on + t.onoff_off) + (last - 1) / local
+                on, off = (per_burst - 1) / local, t.onoff_on + t.onoff_off - (
+                    per_burst - 1) / local
+                cycle = t.onoff_on + t.onoff_off
+            else:
+                local, per_burst, bursts = rate, n, 1
+                span, on, off, cycle = (n - 1) / rate, (n - 1) / rate, 0.0, np.inf
+            c = host.costs
+            rows.append((n, t.packet_size, rate, local, span, bursts, per_burst, on, off, cycle,
+                         ARRIVALS.index(t.arrival), t.start, hosts[host.name], c.irq,
+                         c.per_packet, c.per_byte * mem[t.id], c.poll_check,
+                         host.backlog_slots, nic.idle_power(host), host.power.core_busy))
+        cols = [np.array(c, dtype=float) for c in zip(*rows, strict=True)]
+        names = [f for f in cls.__dataclass_fields__ if f != "groups"]
+        values = dict(zip(names, cols, strict=True))
+        values["arrival"] = values["arrival"].astype(np.int64)
+        values["host"] = values["host"].astype(np.int64)
+        groups = tuple(np.flatnonzero(values["host"] == h) for h in np.unique(values["host"]))
+        return cls(groups=tuple(g for g in groups if g.size > 1), **values)
+
+
+def poisson_excess(mu: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """E[(X − k)+] for X ~ Poisson(mu): mu·P(X ≥ k) − k·P(X > k)."""
+    kf = np.floor(np.maximum(k, 0.0))
+    spread = 12.0 * np.sqrt(mu) + 12.0
+    out = np.where(kf < mu - spread, mu - kf, 0.0)  # far below the mean / far above it
+    mid = np.flatnonzero(np.abs(kf - mu) <= spread)
+    if mid.size:
+        m, kk = mu[mid], kf[mid]
+        at_least = np.where(kk > 0, pdtrc(np.maximum(kk - 1, 0.0), m), 1.0)
+        out[mid] = np.clip(m * at_least - kk * pdtrc(kk, m), 0.0, None)
+    return out
+
+
+@dataclass
+class Mode:
+    """One mode's closed-form result for its elements (1-D arrays)."""
+
+    interrupts: np.ndarray
+    empty: np.ndarray
+    delivered: np.ndarray
+    stranded: np.ndarray
+    duration: np.ndarray
+    lat_mean: np.ndarray
+    lat_p99: np.ndarray
+    followed: np.ndarray | float = 0.0  # 1: wake-ups and drops counted burst by burst
+
+
+@dataclass
+class Ctx:
+    """One subset of the (p, t) elements, flattened: the workload of each element's column
+    and its effective costs. `c(name)` reads a `Workload` field for each element."""
+
+    wl: Workload
+    col: np.ndarray  # column (transmission) of each element
+    lam: np.ndarray  # local arrival rate
+    n: np.ndarray
+    span: np.ndarray
+    ti: np.ndarray
+    ws: np.ndarray  # per-packet work, slowed by the others on the core
+    ring: np.ndarray
+    poisson: np.ndarray
+    onoff: np.ndarray
+
+    @classmethod
+    def build(cls, wl: Workload, col: np.ndarray, ws: np.ndarray, ring: np.ndarray) -> Ctx:
+        arrival = wl.arrival[col]
+        return cls(wl=wl, col=col, lam=wl.local[col], n=wl.n[col], span=wl.span[col],
+                   ti=wl.ti[col], ws=ws, ring=ring, poisson=arrival == POISSON,
+                   onoff=arrival == ONOFF)
+
+    def c(self, name: str) -> np.ndarray:
+        return getattr(self.wl, name)[self.col]
+
+    def time_of(self, idx: np.ndarray) -> np.ndarray:
+        """Arrival time of packet `idx` (1-based, fluid) after the first arrival."""
+        i = np.clip(idx - 1.0, 0.0, None)
+        out = i / self.lam
+        oo = np.flatnonzero(self.onoff)  # onoff: whole bursts, then the burst rate
+        if oo.size:
+            col, i = self.col[oo], i[oo]
+            pb = self.wl.per_burst[col]
+            bursts = np.floor(i / pb + 1e-9)
+            out[oo] = bursts * self.wl.cycle[col] + (i - bursts * pb) / self.lam[oo]
+        return out

@@ -1,0 +1,669 @@
+"""The fast engine's passive_wait: timer ticks every T, a tick that finds the consumer idle
+wakes it, the drain takes what the ring holds and what arrives meanwhile, and the next
+tick comes ⌈(Ti + wait + drain)/T⌉ periods later.
+
+`passive` picks a model per element: cbr cycles followed packet by packet
+(`_passive_cbr`, `_Cycles`), onoff bursts followed at their offsets against the ticks
+(`_passive_onoff`) or burst by burst past λw = 1 (`_passive_bursts`), the stationary
+distribution of a Markov chain on the ring content for Poisson with few packets a tick
+(`_passive_chain`) or on bins of it past λw = 0.4 (`_passive_binned`), and an iterated
+fluid map otherwise (`_passive_map`). docs/engines.md has the derivations.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from scipy.special import gammaln, ndtr, pdtrc
+
+from nictune.simulator.fast_base import TINY, Ctx, Mode, poisson_excess
+
+# (ring states, drain lengths) of the passive_wait chains, smallest first
+CHAIN_SIZES = ((8, 24), (16, 48), (24, 80), (32, 120), (40, 160))
+
+
+def _normal_nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss–Hermite nodes and weights (summing to 1) for the mean over a standard normal."""
+    z, h = np.polynomial.hermite_e.hermegauss(n)
+    return z, h / h.sum()
+
+
+_HERMITE = _normal_nodes(7)
+
+
+def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray) -> Mode:
+    """Timer ticks every T; a tick that finds the consumer idle wakes it (`_passive_map`).
+
+    onoff arrivals: when a burst holds several cycles, the cycle is that of the burst rate
+    and the gaps between bursts add idle ticks; when the cycle is longer than a burst, the
+    arrivals are treated as smooth at the average rate.
+    """
+    lam, ti, ws, ring = cx.lam, cx.ti, cx.ws, cx.ring
+    # evenly spaced arrivals: follow the cycles packet by packet; otherwise the fluid map
+    even = ~cx.poisson & ~cx.onoff & (lam * ws < 0.95)
+    size = np.full(lam.shape, -1)
+    po = np.flatnonzero(cx.poisson)
+    size[po] = _chain_size(lam[po], ws[po], ti[po], period[po], ring[po])
+    cycle, taken, dropped, p_empty = (np.zeros(lam.shape) for _ in range(4))
+    # Poisson past λw = 0.4 with too many packets per tick for the exact chain: binned chain
+    # (the map's noise feedback, slope λw/(1 − λw), is already 0.67 there)
+    binned = cx.poisson & (size < 0) & (lam * ws > 0.4) & (lam * ws < 0.95)
+    parts = [(np.flatnonzero(even), _passive_cbr),
+             (np.flatnonzero(~even & (size < 0) & ~binned & ~cx.onoff), _passive_map),
+             (np.flatnonzero(~even & (size < 0) & ~binned & cx.onoff), _passive_phases)]
+    parts += [(sel[j:j + 256], _passive_binned)
+              for sel in [np.flatnonzero(binned)] for j in range(0, sel.size, 256)]
+    for i, dims in enumerate(CHAIN_SIZES):
+        # in chunks that keep the (elements, states, drains) arrays in cache
+        sel = np.flatnonzero(size == i)
+        step = max(1, 2**18 // (dims[0] * dims[1]))
+        parts += [(sel[j:j + step], functools.partial(_passive_chain, dims=dims))
+                  for j in range(0, sel.size, step)]
+    for sel, fn in parts:
+        if sel.size:
+            exact = {"n": cx.n[sel], "span": cx.span[sel]} if fn is _passive_cbr else {}
+            part = fn(lam[sel], ws[sel], ti[sel], period[sel], ring[sel], cx.poisson[sel],
+                      delay[sel], **exact)
+            for arr, value in zip((cycle, taken, dropped, p_empty), part, strict=True):
+                arr[sel] = value
+    on, off = cx.c("on"), cx.c("off")
+    smooth = np.zeros_like(cx.onoff)
+    oo = np.flatnonzero(cx.onoff)
+    if oo.size:
+        avg = _passive_map(cx.c("rate")[oo], ws[oo], ti[oo], period[oo], ring[oo],
+                           cx.poisson[oo], delay[oo])
+        smooth[oo] = (avg[0] > on[oo] + off[oo]) & (lam[oo] * ws[oo] < 1.0)
+        pick = oo[smooth[oo]]
+        for arr, alt in zip((cycle, taken, dropped, p_empty), avg, strict=True):
+            arr[pick] = alt[smooth[oo]]
+    bursty = cx.onoff & ~smooth
+    # a burst the consumer cannot keep up with leaves a backlog that drains into the gap
+    tail = np.where(bursty, np.minimum(ring, np.clip(lam * ws - 1.0, 0.0, None) * on / ws)
+                    * ws, 0.0)
+    busy_on = np.where(bursty, on + tail, cx.span)
+    # λw ≥ 1: the consumer never empties its ring while packets arrive (one wake-up)
+    cycle = np.minimum(cycle, np.maximum(busy_on, period))
+    k_idle = np.maximum(1.0, np.ceil(ti / period - 1e-9))
+    bursts = cx.c("bursts")
+    gap_ticks = np.where(bursty, (bursts - 1.0) * np.clip(off - tail, 0.0, None) / (
+        k_idle * period), 0.0)
+    ticks = np.where(cx.poisson | cx.onoff, cx.span / cycle + 0.5,
+                     np.ceil(cx.span / cycle - 1e-9))
+    # (the last burst holds what is left of N)
+    last_on = (cx.n - (bursts - 1.0) * cx.c("per_burst") - 1.0) / lam
+    busy_last = last_on + np.minimum(ring, np.clip(lam * ws - 1.0, 0.0, None) * last_on / ws
+                                     ) * ws
+    ticks = np.where(bursty, ((bursts - 1.0) * busy_on + busy_last) / cycle + 0.5, ticks)
+    resid = np.where(cx.poisson | cx.onoff, cycle / 2.0,
+                     np.ceil(cx.span / period - 1e-9) * period - cx.span)
+    resid = np.where(cycle >= busy_on, 0.0, resid)
+    last_n = np.clip(lam * np.minimum(cycle, resid + ti), 1.0, ring)
+    delivered = cx.n * np.clip(1.0 - dropped / np.maximum(taken + dropped, TINY), 0.0, 1.0)
+    interrupts = np.maximum(1.0, ticks + gap_ticks)
+    empty = np.clip(ticks - 1.0, 0.0, None) * p_empty + gap_ticks
+    # bursts of evenly spaced arrivals the consumer keeps up with: cycle by cycle
+    ev = np.flatnonzero(bursty & (lam * ws < 0.95) & (on > 8.0 * period))
+    if ev.size:
+        interrupts[ev], empty[ev], lost = _passive_onoff(
+            lam[ev], ws[ev], ti[ev], period[ev], ring[ev], delay[ev], cx.n[ev],
+            cx.c("per_burst")[ev], bursts[ev], cx.c("cycle")[ev])
+        delivered[ev] = cx.n[ev] - np.minimum(lost, cx.n[ev])
+    # bursts the consumer cannot keep up with, each woken within it: burst by burst
+    follow = np.flatnonzero(bursty & (lam * ws >= 1.0) & (k_idle * period + ti < on))
+    if follow.size:
+        wakes, gaps, lost = _passive_bursts(
+            lam[follow], ws[follow], ti[follow], period[follow], ring[follow], on[follow],
+            off[follow], cx.c("cycle")[follow], bursts[follow], k_idle[follow])
+        interrupts[follow] = wakes + gaps
+        empty[follow] = gaps
+        delivered[follow] = cx.n[follow] - np.minimum(lost, cx.n[follow])
+    zero = np.zeros_like(delivered)
+    followed = zero.copy()
+    followed[follow] = 1.0
+    return Mode(interrupts=interrupts, empty=empty, delivered=delivered, stranded=zero,
+                 followed=followed,
+                 duration=cx.span + resid + ti + last_n * ws,
+                 lat_mean=cycle / 2.0 + ti + taken * ws / 2.0,
+                 lat_p99=0.99 * cycle + ti + taken * ws)
+
+
+def _passive_bursts(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                    ring: np.ndarray, on: np.ndarray, off: np.ndarray, cycle: np.ndarray,
+                    bursts: np.ndarray, k_idle: np.ndarray, horizon: int = 128
+                    ) -> tuple[np.ndarray, ...]:
+    """(wake-ups in bursts, empty wake-ups in the gaps, packets dropped) of onoff arrivals
+    whose bursts outrun the consumer (λw ≥ 1), followed burst by burst on the tick grid.
+
+    Asleep when a burst starts, it wakes at the burst's first tick, φ in; the backlog then
+    grows all through the burst and takes a + φ + Ti to drain after it (a = (λw − 1)·on;
+    the ring caps it and drops the excess). A drain longer than the gap runs into the next
+    burst, which then brings no wake-up of its own; otherwise it sleeps and the ticks left
+    in the gap are empty wake-ups (every k ticks when Ti spans k). The grid is fixed
+    (ticks at start + j·T), so whether a drain reaches the next burst and how many ticks
+    fit after it depend on φ, which moves by the burst period modulo T from burst to
+    burst: the first `horizon` bursts are followed, the rest extrapolated from the second
+    half of them.
+    """
+    a = (lam * ws - 1.0) * on
+    cap = ring * ws  # the longest drain a full ring holds
+    carry = np.zeros(lam.size)  # drain left when a burst starts (0: asleep)
+    phi = period.copy()  # the first tick is one period after the first arrival
+    last = np.minimum(bursts, horizon)
+    totals = np.zeros((3, lam.size))
+    late = np.zeros((3, lam.size))
+    for m in range(int(last.max())):
+        live = m < last
+        awake = carry > 0.0
+        backlog = np.where(awake, carry + a, a + phi + ti)
+        tail = np.minimum(backlog, cap)
+        merge = tail >= off
+        carry = np.where(merge, tail - off, 0.0)
+        # ticks after the drain ends, up to the next burst (none after the last one)
+        start = m * cycle
+        t1 = np.ceil((start + on + tail) / period - 1e-9) * period
+        count = np.where(merge | (m + 1 >= bursts), 0.0, np.clip(
+            np.ceil((start + cycle - t1) / (k_idle * period) - 1e-9), 0.0, None))
+        phi = np.where(merge, phi, t1 + count * k_idle * period - start - cycle)
+        step = np.stack([~awake, count, np.clip(backlog - cap, 0.0, None) / ws]) * live
+        totals += step
+        late += step * (m >= last // 2)
+    rest = np.clip(bursts - last, 0.0, None) / np.maximum(last - last // 2, 1.0)
+    return tuple(totals + late * rest)
+
+
+def _passive_phases(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                    ring: np.ndarray, poisson: np.ndarray, delay: np.ndarray
+                    ) -> tuple[np.ndarray, ...]:
+    """`_passive_map` for the cycles inside onoff bursts: each burst starts with its first
+    tick anywhere in a period, and where two cycle lengths are both stable (a drain just
+    short of a period keeps the next one short) that start decides which one the burst
+    keeps, so the statistics are averaged over four starts."""
+    parts = [_passive_map(lam, ws, ti, period, ring, poisson, delay, phase=(j + 0.5) / 4)
+             for j in range(4)]
+    return tuple(np.mean([part[i] for part in parts], axis=0) for i in range(4))
+
+
+def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                 ring: np.ndarray, poisson: np.ndarray, delay: np.ndarray,
+                 phase: float = 1.0) -> tuple[np.ndarray, ...]:
+    """(cycle s, packets taken, packets dropped, P(empty wake-up)) of a passive cycle.
+
+    Iterated as a map on the ring's content q at the start of a drain: the drain lasts
+    d = q·w / (1 − λw), the next tick that comes after it is k periods after the last
+    (k = ⌈(Ti + d) / T⌉), and what arrives from the drain's end to that tick + Ti refills
+    the ring, capped at R (Poisson: E[min(X, R)]). With Poisson arrivals below λw = ½, q is
+    random and k is its expectation over q (`_mean_ceil`); past λw = ½ the deterministic
+    map's fixed point is unstable, the noise is amplified into the map's own cycle, and the
+    statistics average its last steps.
+    """
+    free = np.clip(1.0 - lam * ws, 1e-6, None)
+    q = np.minimum(ring, 1.0 + lam * (phase * period + ti))  # the first tick, phase·T in
+    stats = np.zeros((4, lam.size))
+    steps, keep = 24, 12
+    a = ws / free / period  # periods of drain per packet in the ring
+    k_idle = np.maximum(1.0, np.ceil(ti / period - 1e-9))
+    noisy = np.flatnonzero(poisson)
+    slope = np.clip(lam * ws / free, 0.0, 0.95)
+    amplify = 1.0 / (1.0 - slope * slope)
+    near = np.flatnonzero(np.abs(ring - lam * (period + ti)) < 12.0 * np.sqrt(
+        lam * (period + ti)) + 12.0)  # may overflow: the Poisson tail matters
+    for i in range(steps):
+        d = (q * ws + delay * (1.0 - np.exp(-q))) / free
+        k = np.maximum(1.0, np.ceil((ti + d) / period - 1e-9))
+        if noisy.size:
+            # an empty ring gives ⌈Ti/T⌉; otherwise E⌈(Ti + q·w/(1 − λw))/T⌉ over q > 0
+            qn = q[noisy]
+            p0 = np.exp(-qn)
+            mean = qn / np.maximum(1.0 - p0, 1e-12)
+            var = np.clip((qn + qn * qn) / np.maximum(1.0 - p0, 1e-12) - mean * mean, 0.0,
+                          None)
+            an = a[noisy]
+            # the drain feeds the next window back with slope λw/(1 − λw): variance grows
+            var = var * amplify[noisy]
+            k_pos = np.maximum(1.0, _mean_ceil(ti[noisy] / period[noisy] + mean * an,
+                                               np.sqrt(var) * an))
+            k[noisy] = p0 * k_idle[noisy] + (1.0 - p0) * k_pos
+        x = np.clip(lam * (k * period - d), 0.0, None)
+        q_new = np.minimum(x, ring)
+        if near.size:
+            pn = near[poisson[near]]
+            q_new[pn] = x[pn] - poisson_excess(x[pn], ring[pn])
+        if i >= steps - keep:
+            stats += (k * period, q + lam * d, x - q_new, np.where(
+                poisson, np.exp(-x), np.clip(1.0 - x, 0.0, 1.0)))
+        q = q_new
+    return tuple(stats / keep)
+
+
+def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                   ring: np.ndarray, _poisson: np.ndarray, delay: np.ndarray,
+                   dims: tuple[int, int] = CHAIN_SIZES[-1]) -> tuple[np.ndarray, ...]:
+    """`_passive_map`'s statistics for Poisson arrivals with a few packets per tick, exact.
+
+    The ring content q when a drain starts is a Markov chain: the drain takes S packets, an
+    M/D/1 busy period started by q (Borel–Tanner: P(S = n) = q/n · e^(−ρn) (ρn)^(n−q) /
+    (n − q)!, ρ = λw); it ends Ti + S·w (+ the wait for the others' work) after its tick, the
+    next tick is k = ⌈(Ti + drain)/T⌉ periods later, and the next q is Poisson over the
+    window from the drain's end to that tick + Ti (at most T + Ti long), capped by the ring.
+    Its stationary distribution (a linear solve over `dims` = (ring states, drain lengths),
+    `_chain_size`) gives the mean cycle, packets per wake-up, drops and the share of empty
+    wake-ups.
+    """
+    e = lam.size
+    n_q, n_s = dims
+    rho = np.clip(lam * ws, 1e-6, 0.95)
+    ss = np.arange(n_s, dtype=float)
+    qs = np.arange(n_q, dtype=float)
+    # P(S = n | q) = table[q, n] · ρ^(−q) · (ρ e^(−ρ))^n: row q normalised, ρ^(−q) cancels
+    table, table_t = _borel_tanner_table(n_q, n_s)
+    v = np.exp(ss[None, :] * (np.log(rho) - rho)[:, None])  # (e, S)
+    norm = np.matmul(v, table_t)  # (e, Q): Σ_n table[q, n] v[n]
+    drain = (ss[None, :] > 0) * (delay / (1.0 - rho))[:, None] + ss[None, :] * ws[:, None]
+    k = np.maximum(1.0, np.ceil((ti[:, None] + drain) / period[:, None] - 1e-9))
+    mu = lam[:, None] * (k * period[:, None] - drain)  # (e, S): mean of the next q
+    # v[n] · Poisson(mu[n]) of the next q = 0 … n_q − 1, by v e^(−μ) Π μ/i
+    # (built as (Q, e, S): a cumulative product along q over contiguous (e, S) slices)
+    pm = np.empty((n_q, e, n_s))
+    np.multiply(v, np.exp(-mu), out=pm[0])
+    np.divide(mu, qs[1:, None, None], out=pm[1:])
+    for i in range(1, n_q):
+        pm[i] *= pm[i - 1]
+    cap = np.minimum(ring, n_q - 1).astype(np.int64)
+    if (cap < n_q - 1).any():
+        pm *= (qs[:, None] < cap[None, :])[:, :, None]
+    pm[cap, np.arange(e), :] = 0.0
+    pm[cap, np.arange(e), :] = v - pm.sum(axis=0)  # the ring holds at most cap
+    # the transition matrix transposed, M[q, x] = Σ_n P(S = n | q) · P(next = x | S = n)
+    lhs = np.matmul(pm.transpose(1, 0, 2), table_t)
+    lhs /= norm[:, None, :]
+    pi = _stationary(lhs)
+    sig = np.matmul(pi / norm, table) * v  # distribution of S
+    dropped = np.zeros(e)
+    small = np.flatnonzero(cap < n_q - 1)  # else the ring is beyond the Poisson tail
+    if small.size:
+        kr = np.broadcast_to(ring[small, None], mu[small].shape)
+        mu_s = mu[small]
+        excess = np.clip(mu_s * pdtrc(np.maximum(kr - 1.0, 0.0), mu_s) - kr * pdtrc(kr, mu_s),
+                         0.0, None)
+        dropped[small] = (sig[small] * excess).sum(axis=1)
+    return (sig * k).sum(axis=1) * period, (sig * ss).sum(axis=1), dropped, pi[:, 0]
+
+
+def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                    ring: np.ndarray, _poisson: np.ndarray, delay: np.ndarray,
+                    bins: int = 48, windows: int = 48) -> tuple[np.ndarray, ...]:
+    """`_passive_chain` for Poisson arrivals with many packets per tick and λw > 0.4, where
+    `_passive_map`'s fixed point is unstable (past ½) or nearly so: the chain of the ring
+    content q when a drain starts, on `bins` bins (bin 0: an empty ring; then bins of Δ
+    packets up to the Poisson tail of λ(T + Ti), beyond which no window reaches; the last:
+    a full ring or beyond).
+
+    From q (the bin's middle) the drain takes S packets, normal with the M/D/1 busy
+    period's mean q/(1 − ρ) and variance qρ/(1 − ρ)³ (Gauss–Hermite nodes); the next tick
+    is k = ⌈(Ti + drain)/T⌉ periods later, so the next window x = kT − drain lies in
+    [Ti, T + Ti): a grid of `windows` points, each node's x split between its two
+    neighbours, or, for a drain spread over an eighth of a period or more, the wrapped
+    normal integrated over each point's cell (`_wrapped_windows`). From a grid point the
+    next q is Poisson(λx): P(0) exactly, the last bin from the normal's CDF, the bins
+    between from its density. The transition is the product of the two (bins → windows →
+    bins); its stationary distribution gives the mean cycle, packets per wake-up, drops
+    and the share of empty wake-ups.
+    """
+    e = lam.size
+    z, h = _HERMITE
+    rho = np.clip(lam * ws, 1e-6, 0.95)
+    free = 1.0 - rho
+    reach = period + ti
+    top = lam * reach
+    width = np.maximum(1.0, np.ceil(np.minimum(ring - 1.0, top + 6.0 * np.sqrt(top) + 2.0)
+                                    / (bins - 2)))[:, None]
+    last = (bins - 2) * width[:, 0] + 1.0  # the last bin: this many packets or more
+    b = np.arange(bins, dtype=float)[None, :]
+    q = np.where(b == 0, 0.0, (b - 0.5) * width + 0.5)
+    q[:, -1] = last
+    q = np.minimum(q, ring[:, None])  # (e, B); a ring that caps q: the last bin is full
+    sd = np.sqrt(q * rho[:, None]) / free[:, None] ** 1.5
+    s = np.maximum(q[:, :, None], (q / free[:, None])[:, :, None] + z * sd[:, :, None])
+    drain = s * ws[:, None, None] + ((delay / free)[:, None] * (1.0 - np.exp(-q)))[:, :, None]
+    k = np.maximum(1.0, np.ceil((ti[:, None, None] + drain) / period[:, None, None] - 1e-9))
+    x = np.clip(k * period[:, None, None] - drain, 0.0, None)  # (e, B, J)
+    # bins → windows: each node's window split linearly between its two grid points
+    u = np.clip(x / reach[:, None, None], 0.0, 1.0) * (windows - 1)
+    lo = np.minimum(np.floor(u), windows - 2)
+    frac = (u - lo).ravel()
+    idx = ((np.arange(e * bins) * windows).reshape(e, bins, 1) + lo).astype(np.int64).ravel()
+    hw = np.broadcast_to(h, x.shape).ravel()
+    size = e * bins * windows
+    to_window = (np.bincount(idx, hw * (1.0 - frac), minlength=size)
+                 + np.bincount(idx + 1, hw * frac, minlength=size)).reshape(e, bins, windows)
+    cycles = (k * h).sum(axis=2) * period[:, None]  # (e, B)
+    # a drain spread over an eighth of a period or more: its few nodes would alias against
+    # the tick grid (`_wrapped_windows`)
+    spread = sd * ws[:, None] / period[:, None]
+    wide = spread >= 0.13
+    rows = np.flatnonzero(wide.any(axis=1))
+    if rows.size:
+        mean = (s[rows] * h).sum(axis=2) * ws[rows, None] + (delay[rows] / free[rows])[
+            :, None] * (1.0 - np.exp(-q[rows]))
+        mass, window = _wrapped_windows(mean + ti[rows, None], spread[rows], ti[rows],
+                                        period[rows], windows)
+        to_window[rows] = np.where(wide[rows, :, None], mass, to_window[rows])
+        # the mean cycle from the mean window: k·T = window + drain
+        cycles[rows] = np.where(wide[rows], window + mean, cycles[rows])
+    # windows → bins
+    mu = lam[:, None] * np.linspace(0.0, 1.0, windows)[None, :] * reach[:, None]  # (e, X)
+    inv = 1.0 / np.sqrt(np.maximum(mu, 1e-12))
+    p = np.empty((e, windows, bins))
+    np.subtract(q[:, None, :], mu[:, :, None], out=p)
+    p *= inv[:, :, None]
+    np.square(p, out=p)
+    p *= -0.5
+    np.exp(p, out=p)
+    p0 = np.exp(-mu)
+    p_last = ndtr((mu - last[:, None] + 0.5) * inv)
+    p[..., 0] = p[..., -1] = 0.0
+    p *= (np.clip(1.0 - p0 - p_last, 0.0, None) / np.maximum(p.sum(axis=-1), 1e-300))[..., None]
+    p[..., 0], p[..., -1] = p0, p_last
+    pi = _stationary(np.matmul(to_window, p).transpose(0, 2, 1).copy())
+    seen = np.matmul(pi[:, None, :], to_window)[:, 0, :]  # (e, X): how often each window
+    excess = poisson_excess(mu.ravel(), np.repeat(ring, windows)).reshape(mu.shape)
+    return ((pi * cycles).sum(axis=1), (pi * (s * h).sum(axis=2)).sum(axis=1),
+            (seen * excess).sum(axis=1), (seen * p0).sum(axis=1))
+
+
+def _wrapped_windows(lag: np.ndarray, spread: np.ndarray, ti: np.ndarray,
+                     period: np.ndarray, windows: int, terms: int = 4
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The distribution of the window from a drain's end to the next tick + Ti on
+    `_passive_binned`'s grid of `windows` points over [0, T + Ti), and its mean, for
+    drains normal with mean `lag` − Ti and sd `spread`·T (arrays (e, B)).
+
+    The window is Ti + ((−lag) mod T): a wrapped normal, whose Fourier series (`terms`
+    terms: the next is below 3e-4 for a spread of 0.13 periods or more) is integrated
+    exactly over each grid point's cell. Point samples of the drain (the Gauss–Hermite
+    nodes) alias against the tick grid once the drain's spread nears a period.
+    """
+    reach = period + ti
+    grid = np.linspace(0.0, 1.0, windows)[None, :] * reach[:, None]  # (e, X)
+    half = reach[:, None] / (2.0 * (windows - 1))
+    edges = np.clip(np.concatenate([grid - half, grid[:, -1:] + half], axis=1) - ti[:, None],
+                    0.0, period[:, None])  # the cells in u = window − Ti ∈ [0, T)
+    m = np.arange(1.0, terms + 1.0)
+    angle = 2.0 * np.pi * m[None, :, None] * edges[:, None, :] / period[:, None, None]
+    d_cos, d_sin = np.diff(np.cos(angle), axis=2), np.diff(np.sin(angle), axis=2)
+    # u ≡ −lag (mod T): ∫ cell of (2ρ_m/T)·cos(2πm(u + lag)/T), ρ_m = exp(−2π²m²spread²)
+    phase = 2.0 * np.pi * m * (lag / period[:, None])[:, :, None]
+    damp = np.exp(-2.0 * np.pi ** 2 * m ** 2 * spread[:, :, None] ** 2) / (np.pi * m)
+    mass = (np.diff(edges, axis=1) / period[:, None])[:, None, :] + (
+        np.matmul(damp * np.cos(phase), d_sin) + np.matmul(damp * np.sin(phase), d_cos))
+    np.clip(mass, 0.0, None, out=mass)
+    mass /= np.maximum(mass.sum(axis=2, keepdims=True), 1e-300)
+    return mass, np.matmul(mass, grid[:, :, None])[:, :, 0]
+
+
+def _stationary(lhs: np.ndarray) -> np.ndarray:
+    """The stationary distributions π of a stack of transition matrices M, given Mᵀ
+    (overwritten): π (M − I) = 0 with Σπ = 1 replacing the last equation."""
+    e, n = lhs.shape[:2]
+    lhs.reshape(e, -1)[:, ::n + 1] -= 1.0  # − I
+    lhs[:, -1, :] = 1.0
+    rhs = np.zeros((e, n, 1))
+    rhs[:, -1, 0] = 1.0
+    pi = np.clip(np.linalg.solve(lhs, rhs)[..., 0], 0.0, None)
+    return pi / pi.sum(axis=1, keepdims=True)
+
+
+@functools.cache
+def _borel_tanner_table(n_q: int, n_s: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ρ-free part of P(S = n | q): q/n · n^(n−q) / (n − q)! (0 where n < q; q = 0 ⇒
+    S = 0), and its transpose (contiguous)."""
+    q = np.arange(n_q, dtype=float)[:, None]
+    n = np.arange(n_s, dtype=float)[None, :]
+    extra = np.maximum(n - q, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        table = np.exp(np.log(q) - np.log(n) + extra * np.log(n) - gammaln(extra + 1.0))
+    table = np.where(n >= q, table, 0.0)
+    table[0, :] = 0.0
+    table[0, 0] = 1.0  # an empty ring: no drain
+    table_t = table.T.copy()
+    table.flags.writeable = table_t.flags.writeable = False
+    return table, table_t
+
+
+def _chain_size(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                ring: np.ndarray) -> np.ndarray:
+    """Index of the smallest of CHAIN_SIZES whose states hold the ring content and the
+    drains (the Poisson tail beyond 6 σ, the busy period's beyond 8 σ); −1 if none does."""
+    rho = lam * ws
+    mx = lam * (period + ti)
+    top = mx + 6.0 * np.sqrt(mx) + 2.0
+    qmax = np.minimum(ring, top)
+    free = np.maximum(1.0 - rho, 1e-9)
+    smax = qmax / free + 8.0 * np.sqrt(qmax * rho / free**3) + 2.0
+    out = np.full(lam.shape, -1)
+    for i, (states, drains) in reversed(list(enumerate(CHAIN_SIZES))):
+        fits = (rho < 0.95) & ((ring < states - 1) | (top < states - 1)) & (smax < drains)
+        out[fits] = i
+    return out
+
+
+def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                 ring: np.ndarray, _poisson: np.ndarray, delay: np.ndarray, *,
+                 n: np.ndarray, span: np.ndarray, cycles: int = 48, skip: int = 8,
+                 horizon: int = 512, reach: int = 4096) -> tuple[np.ndarray, ...]:
+    """`_passive_map`'s statistics for evenly spaced arrivals, from the cycles themselves.
+
+    Packet i arrives at i·g. A wake-up at tick τ takes, after Ti, the packets that arrived
+    (the ring keeps R of them, the rest are dropped), then the ones that arrive while it
+    drains — the smallest k with arrival a + k after the drain of q + k packets — and the
+    next wake-up is the first tick at or after the drain's end. Integer packet counts and
+    the phase of arrivals against ticks are exact, which a fluid drain is not when the ring
+    holds a few. Such a sequence can take dozens of cycles to settle, or never settle
+    (cycles of 1–4 ticks in no fixed order), so every transmission is followed for
+    `cycles` wake-ups, and one that looks to end within `reach` for up to `horizon`: one
+    that ends meanwhile has an exact count (the cycle returned is span / count); the rest
+    is extrapolated from the wake-ups followed after the first `skip` (within `cycles`) or
+    from the second half of the horizon.
+    """
+    c = _Cycles(lam, ws, ti, period, ring, delay, n)
+    c.follow(cycles, 0, skip, masked=False)
+    per_wake = (c.late[2] + c.late[3]) / np.maximum(c.late[0], 1.0)
+    # the ones that ended (and overran their end) or look to end within `reach`: again
+    # from the start, each counting only its own wake-ups, up to `horizon`
+    redo = np.flatnonzero((c.handled >= n) | (
+        cycles + (n - c.handled) / np.maximum(per_wake, TINY) <= reach))
+    if redo.size:
+        sub = _Cycles(lam[redo], ws[redo], ti[redo], period[redo], ring[redo], delay[redo],
+                      n[redo])
+        sub.follow_to_end(horizon)
+        c.put(redo, sub)
+    done = c.handled >= n
+    w_late = np.maximum(c.late[0], 1.0)
+    per = np.maximum(c.wakes, 1.0)
+    # `passive` counts ⌈span / cycle⌉ wake-ups and (count − 1) · P(empty) empty ones
+    return (np.where(done, span / per, c.late[1] * period / w_late),
+            np.where(done, c.taken / per, c.late[2] / w_late),
+            np.where(done, c.dropped / per, c.late[3] / w_late),
+            np.where(done, c.empty / np.maximum(c.wakes - 1.0, 1.0), c.late[4] / w_late))
+
+
+def _passive_onoff(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                   ring: np.ndarray, delay: np.ndarray, n: np.ndarray, per_burst: np.ndarray,
+                   bursts: np.ndarray, cycle: np.ndarray, samples: int = 8,
+                   horizon: int = 1024) -> tuple[np.ndarray, ...]:
+    """(wake-ups, empty ones, drops) of onoff bursts of evenly spaced arrivals that the
+    consumer keeps up with, each burst followed cycle by cycle (`_Cycles`).
+
+    Ticks run on one grid from the first arrival, so burst b starts b·cycle mod T after a
+    tick, and that offset decides where its cycles settle (two cycle lengths can both be
+    stable). The first burst (first tick one period in) and `samples` later bursts spread
+    over the transmission are followed from their first packet to their last, then the
+    empty ticks of the gap up to the next burst's first tick; the rest is their mean.
+    """
+    m = lam.size
+    later = 1.0 + np.floor(np.arange(samples)[:, None] * np.maximum(bursts - 1.0, 0.0)
+                           / samples)
+    index = np.concatenate([np.zeros((1, m)), later])  # (samples + 1, m) burst numbers
+    k = samples + 1
+    rep = functools.partial(np.tile, reps=k)
+    shift = np.mod(index * cycle, period).ravel()
+    sub = _Cycles(rep(lam), rep(ws), rep(ti), rep(period), rep(ring), rep(delay),
+                  rep(np.minimum(per_burst, n)), shift)
+    # the first tick whose Ti ends after the burst's first arrival takes it (an earlier
+    # one is an empty wake-up of the gap); the transmission's first tick is one period in
+    sub.j = np.where(index.ravel() > 0, np.ceil((shift - rep(ti)) / rep(period) - 1e-9), 1.0)
+    sub.follow_to_end(horizon)
+    # a burst longer than the horizon: the rest at the pace of the horizon's second half
+    late = np.maximum(sub.late[0], 1.0)
+    more = np.clip(sub.n - sub.handled, 0.0, None) / np.maximum(
+        (sub.late[2] + sub.late[3]) / late, TINY)
+    k_idle = np.maximum(1.0, np.ceil(rep(ti) / rep(period) - 1e-9))
+    nxt = np.ceil((shift + rep(cycle) - rep(ti)) / rep(period) - 1e-9)
+    gap = np.ceil(np.clip(nxt - sub.j, 0.0, None) / k_idle - 1e-9)
+    gap = np.where(more > 0, np.clip(rep(cycle) - rep(per_burst) / rep(lam), 0.0, None)
+                   / (k_idle * rep(period)), gap)
+    w_all, e_all = sub.wakes + more, sub.empty + more * sub.late[4] / late
+    per = [v.reshape(k, m) for v in (w_all, e_all, sub.dropped + more * sub.late[3] / late)]
+    gaps = gap.reshape(k, m)
+    # the bursts after the first: their mean (the last holds what is left of n); the gaps
+    # between bursts: B − 1 of them
+    rest = np.clip(bursts - 2.0 + (n - (bursts - 1.0) * per_burst) / per_burst, 0.0, None)
+    n_gaps = np.clip(bursts - 1.0, 0.0, None)
+    gap_total = np.where(n_gaps > 0, gaps[0] + (n_gaps - 1.0) * gaps[1:].mean(axis=0), 0.0)
+    wakes, empty, dropped = (v[0] + rest * v[1:].mean(axis=0) for v in per)
+    return wakes + gap_total, empty + gap_total, dropped
+
+
+class _Cycles:
+    """The state of `_passive_cbr`'s and `_passive_onoff`'s followed cycles (in packet
+    gaps and timer periods); the first of the n arrivals comes `shift` s after tick 0."""
+
+    def __init__(self, lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                 ring: np.ndarray, delay: np.ndarray, n: np.ndarray,
+                 shift: np.ndarray | float = 0.0) -> None:
+        self.lam_t, self.lam_ti, self.ring, self.n = lam * period, lam * (ti - shift), ring, n
+        self.rho = lam * ws
+        self.inv = 1.0 / (1.0 - self.rho)
+        self.ti_t, self.ws_t = ti / period, ws / period
+        self.lam_d, self.d_t = lam * delay, delay / period
+        self.j = np.ones(lam.shape)  # the first tick, one period after the first arrival
+        self.handled = np.zeros(lam.shape)  # packets taken or dropped so far
+        # over the wake-ups counted in `follow`: wake-ups, ticks, packets taken, dropped,
+        # empty wake-ups; the totals (masked `follow` only)
+        self.late = np.zeros((5, lam.size))
+        self.wakes, self.taken, self.dropped, self.empty = (np.zeros(lam.shape)
+                                                            for _ in range(4))
+
+    def subset(self, idx: np.ndarray) -> _Cycles:
+        out = object.__new__(_Cycles)
+        out.__dict__ = {k: v[..., idx] for k, v in self.__dict__.items()}
+        return out
+
+    def put(self, idx: np.ndarray, sub: _Cycles) -> None:
+        for k, v in sub.__dict__.items():
+            getattr(self, k)[..., idx] = v
+
+    def follow_to_end(self, horizon: int) -> None:
+        """Follow each transmission from its start, counting only its own wake-ups, until
+        its last packet is handled or `horizon` wake-ups: in rounds of 64, each on the ones
+        still going; the second half of the horizon counts in `late`."""
+        going = np.arange(self.n.size)
+        for start in range(0, horizon, 64):
+            part = self.subset(going)
+            part.follow(min(64, horizon - start), start, horizon // 2, masked=True)
+            self.put(going, part)
+            going = going[self.handled[going] < self.n[going]]
+            if not going.size:
+                break
+
+    def follow(self, steps: int, start: int, first_late: int, masked: bool) -> None:
+        """Advance every transmission by `steps` wake-ups (numbered from `start`); those
+        from `first_late` on count in `late`. `masked`: only those that have not ended, with
+        the totals kept. Works in place: it runs over every element `steps` times."""
+        shape = self.j.shape
+        a, arrived, q, drop, extra, nxt = (np.empty(shape) for _ in range(6))
+        busy, empty = np.empty(shape, dtype=bool), np.empty(shape, dtype=bool)
+        on = np.ones(shape, dtype=bool)
+        waits = bool(self.lam_d.any())  # shared cores only
+        j_late = self.j.copy()
+        for step in range(start, start + steps):
+            if masked:
+                np.less(self.handled, self.n, out=on)
+            if step == first_late:
+                j_late = self.j.copy()
+            np.multiply(self.j, self.lam_t, out=a)
+            a += self.lam_ti  # the drain starts Ti after the tick
+            np.add(a, 1e-9, out=arrived)
+            np.floor(arrived, out=arrived)
+            arrived += 1.0
+            np.minimum(arrived, self.n, out=arrived)  # (no arrivals past the last)
+            np.subtract(arrived, self.handled, out=q)
+            np.subtract(q, self.ring, out=drop)
+            np.maximum(drop, 0.0, out=drop)
+            q -= drop
+            np.greater(q, 0.0, out=busy)
+            if waits:
+                a += busy * self.lam_d  # the drain's start
+            # extra = max(⌊(start + q·ρ − arrived) / (1 − ρ) + 1e-9⌋ + 1, 0) if busy
+            np.multiply(q, self.rho, out=extra)
+            extra += a
+            extra -= arrived
+            extra *= self.inv
+            extra += 1e-9
+            np.floor(extra, out=extra)
+            extra += 1.0
+            np.maximum(extra, 0.0, out=extra)
+            extra *= busy
+            np.minimum(extra, self.n - arrived, out=extra)
+            q += extra  # packets this wake-up takes
+            arrived += extra  # now: packets handled after it
+            # the next tick: max(⌈j + Ti/T (+ the wait) + q·w/T − 1e-9⌉, j + 1)
+            np.add(self.j, self.ti_t, out=nxt)
+            if waits:
+                nxt += busy * self.d_t
+            np.multiply(q, self.ws_t, out=a)
+            nxt += a
+            nxt -= 1e-9
+            np.ceil(nxt, out=nxt)
+            np.maximum(nxt, self.j + 1.0, out=nxt)
+            np.logical_not(busy, out=empty)
+            if masked:
+                q *= on
+                drop *= on
+                empty &= on
+                self.wakes += on
+                self.taken += q
+                self.dropped += drop
+                self.empty += empty
+            if step >= first_late:
+                if masked:
+                    self.late[0] += on
+                    self.late[1] += (nxt - self.j) * on
+                self.late[2] += q
+                self.late[3] += drop
+                self.late[4] += empty
+            if masked:
+                np.copyto(self.j, nxt, where=on)
+                np.copyto(self.handled, arrived, where=on)
+            else:
+                self.j, nxt = nxt, self.j
+                self.handled, arrived = arrived, self.handled
+        if not masked:
+            counted = start + steps - max(first_late, start)
+            self.late[0] += counted
+            self.late[1] += self.j - j_late
+            self.wakes += steps
+
+
+def _mean_ceil(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """E⌈Y⌉ for Y ≈ Normal(mu, sigma²): mu + ½ + Σₖ sin(2πk·mu)/(πk)·exp(−2π²k²σ²)."""
+    out = np.where(sigma < 0.12, np.ceil(mu - 1e-9), mu + 0.5)
+    sel = np.flatnonzero(sigma >= 0.12)
+    for k in range(1, 7):  # the k-th term is below e^-20 once σ ≥ 1/k
+        sel = sel[sigma[sel] < 1.0 / k]  # (σ < 1/k holds for fewer elements at each k)
+        if not sel.size:
+            break
+        out[sel] += np.sin(2 * np.pi * k * mu[sel]) / (np.pi * k) * np.exp(
+            -2 * np.pi**2 * k * k * sigma[sel] ** 2)
+    return out

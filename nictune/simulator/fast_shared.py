@@ -1,0 +1,426 @@
+"""The fast engine's shared hosts: how NICs on one core share its cycles.
+
+`core_share` cuts a host's time axis where arrivals start or end; in each phase the core
+serves active_wait's interrupts first and water-fills the rest between the consumers
+(`_waterfill`, round-robin per request), and a fluid queue per transmission carries
+backlog and drops from phase to phase (`_phases`). `queue_wait` is the wait a woken drain
+first has for the others' work, `wake_load` the batched consumers' wake-up load, and
+`mix_waits` draws the part of that wait that random neighbours cause afresh at each drain.
+docs/engines.md ("Shared hosts") has the derivations.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from nictune.simulator.batch import ACTIVE, SettingBatch
+from nictune.simulator.fast_base import CBR, TINY, Mode, Workload
+
+_LAGUERRE = np.polynomial.laguerre.laggauss(3)  # nodes and weights of an exponential
+
+
+# the random part of a drain's wait: 4 · resid / (1 − ρ) where the even part is 3 ·
+# (`queue_wait`; chosen on the developed-against fidelity grids, see fast.md)
+RANDOM_WAIT = 4.0 / 3.0
+
+
+@dataclass
+class _Share:
+    """What a transmission gets from its core (arrays (P, T))."""
+
+    rho_o: np.ndarray  # the others' load on the core, averaged over t's arrivals
+    resid: np.ndarray  # Σ over the others of rate · work²/2 (residual-work rate), likewise
+    high: np.ndarray  # interrupt load on the core (own included), averaged likewise
+    r: np.ndarray  # packets/s t gets when the core saturates (inf: it keeps up)
+    delivered: np.ndarray  # shared hosts: fluid packets delivered (NaN: use the closed form)
+    q_end: np.ndarray  # shared hosts: packets queued when t's arrivals end
+    tail: np.ndarray  # shared hosts: s from t's last arrival until its backlog is taken
+    behind: np.ndarray  # shared hosts: share of t's arrival span it spends backlogged
+    alt: np.ndarray  # shared hosts: share of t's span it keeps up beside a backlogged one
+    alt_ws: np.ndarray  # ... and its cost per packet then (its w plus theirs)
+    awake_rho: np.ndarray  # shared hosts: the others' load while t keeps up (NaN: none)
+
+
+@dataclass(frozen=True)
+class Wakes:
+    """What the batched consumers' wake-up load depends on (per column: `local`, `ti`; the
+    rest arrays (P, T)), and which of them still empty their rings (`sleeps`): only those
+    are woken."""
+
+    local: np.ndarray
+    ti: np.ndarray
+    period: np.ndarray
+    n_wake: np.ndarray
+    pas: np.ndarray
+    wat: np.ndarray
+    sleeps: np.ndarray
+    delay: np.ndarray  # the wait for the others' queued work before a drain
+
+    def load(self, rows: np.ndarray, cols: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """The sleeping ones' wake-up load at a packet cost w (rows × cols)."""
+        at = np.ix_(rows, cols)
+        return wake_load(self.local[cols], self.ti[cols], w, self.period[at],
+                          self.n_wake[at], self.pas[at], self.wat[at], self.delay[at]
+                          ) * self.sleeps[at]
+
+
+def core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray,
+                soft_load: np.ndarray, cap_q: np.ndarray, wakes: Wakes | None = None
+                ) -> _Share:
+    """Share each core between the transmissions whose `irq_core` it is.
+
+    A transmission alone on its host gets 1 − its own interrupt load. On a shared host the
+    time axis is cut where arrivals start or end; in each phase the core serves interrupts
+    first and shares the rest FIFO by request (`_waterfill`), and a fluid queue per
+    transmission (capacity `cap_q`) carries backlog and drops from phase to phase. The
+    interrupts served first are active_wait's (`irq_load`); the batched modes' wake-ups
+    (`soft_load`) slow the others down but vanish when the core saturates (a consumer that
+    never empties its ring is never woken); given `wakes` (which consumers still empty
+    their rings), the wake-ups of those that do count against the others' share. Without
+    `wakes` it is a first estimate: every row in closed form, as if its cores kept up.
+    """
+    shape = w.shape
+    cpu = np.clip(1.0 - irq_load, 0.0, None)
+    r = np.where(wl.local[None, :] * w > cpu, cpu / w, np.inf)
+    share = _Share(rho_o=np.zeros(shape), resid=np.zeros(shape), high=irq_load.copy(), r=r,
+                   delivered=np.full(shape, np.nan), q_end=np.zeros(shape),
+                   tail=np.zeros(shape), behind=np.zeros(shape), alt=np.zeros(shape),
+                   alt_ws=np.zeros(shape), awake_rho=np.full(shape, np.nan))
+    for cols in wl.groups:
+        _share_host(wl, b, w, irq_load, soft_load, cap_q, cols, share, wakes)
+    return share
+
+
+def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray,
+                soft_load: np.ndarray, cap_q: np.ndarray, cols: np.ndarray, out: _Share,
+                wakes: Wakes | None) -> None:
+    """The phases of one shared host (columns `cols`), written into `out`.
+
+    A member of a phase is a transmission whose packets arrive in it or that still has a
+    backlog; interrupts come only from arriving ones. What is queued after the last phase
+    drains with every holder backlogged, re-shared each time one of them empties. Rows
+    whose cores keep up in every phase never queue: their shares are sums over the overlap
+    of the arrival spans, in closed form; only the others go through the phases.
+    """
+    lam = wl.rate[cols]
+    wj = w[:, cols]
+    avg = lam / np.maximum(wl.local[cols], TINY)
+    irq = irq_load[:, cols] * avg
+    soft = irq + soft_load[:, cols] * avg
+    own = lam * wj + soft
+    sq = (lam * wj * wj + soft * wl.ti[cols]) / 2.0
+    woken = soft_load[:, cols] * avg * (0.0 if wakes is None else wakes.sleeps[:, cols])
+    same = (b.irq_core[:, cols, None] == b.irq_core[:, None, cols]).astype(float)
+    start = wl.start[cols]
+    end = start + wl.span[cols]
+    edges = np.unique(np.concatenate([start, end]))
+    lo, hi = edges[:-1], edges[1:]
+    arriving = ((start[None, :] <= lo[:, None] + TINY)
+                & (end[None, :] >= hi[:, None] - TINY)).astype(float)  # (phases, m)
+    inflow = wl.n[cols] / np.maximum(wl.span[cols], TINY)  # n packets over the span
+    # a core that keeps up in a phase: its members' work and interrupts fit (`_waterfill`)
+    load = np.matmul(same * (inflow * wj + irq + woken)[:, None, :], arriving.T)
+    load -= woken[:, :, None] * arriving.T[None]
+    busy = np.flatnonzero(((load > 1.0 - 1e-9) & (arriving.T[None] > 0)).any(axis=(1, 2)))
+    span = np.maximum(wl.span[cols], TINY)
+    fluid = wl.span[cols] > 0
+    overlap = np.einsum("ki,kj,k->ij", arriving, arriving, hi - lo)  # s both arrive
+    shared = same * overlap[None]
+    tot = np.matmul(shared, np.stack([irq, own, sq], axis=2))
+    alone = np.diagonal(overlap)
+    out.rho_o[:, cols] = (tot[:, :, 1] - own * alone) / span
+    out.resid[:, cols] = (tot[:, :, 2] - sq * alone) / span
+    out.high[:, cols] = np.where(fluid, tot[:, :, 0] / span, out.high[:, cols])
+    out.delivered[:, cols] = np.where(fluid, wl.n[cols], np.nan)
+    out.q_end[:, cols] = 0.0
+    out.tail[:, cols] = 0.0
+    out.behind[:, cols] = 0.0
+    out.alt[:, cols] = 0.0
+    out.r[:, cols] = np.inf
+    if not busy.size or wakes is None:  # (a first estimate stops here)
+        return
+    cap = cap_q[busy][:, cols]
+    weight = np.where(b.mode[busy][:, cols] == ACTIVE, cap, 1.0)  # requests it can queue
+    def wake(rows: np.ndarray, ws: np.ndarray) -> np.ndarray:
+        return wakes.load(busy[rows], cols, ws) * avg
+
+    t = _phases(edges, arriving, inflow, end, same[busy], wj[busy], irq[busy], sq[busy], cap,
+                weight, wake)
+    rows = busy[:, None]
+    out.rho_o[rows, cols] = t.rho / span
+    out.resid[rows, cols] = t.resid / span
+    out.high[rows, cols] = np.where(fluid, t.high / span, out.high[rows, cols])
+    out.delivered[rows, cols] = np.where(fluid, wl.n[cols] - t.dropped, np.nan)
+    out.q_end[rows, cols] = t.q_end
+    out.tail[rows, cols] = np.clip(t.fin - end, 0.0, None)
+    out.behind[rows, cols] = np.clip(t.behind / span, 0.0, 1.0)
+    out.alt[rows, cols] = np.clip(t.alt_t / span, 0.0, 1.0)
+    out.alt_ws[rows, cols] = t.alt_w / np.maximum(t.alt_t, TINY)
+    out.awake_rho[rows, cols] = np.where(t.awake_t > 0, t.awake_rho / np.maximum(
+        t.awake_t, TINY), np.nan)
+    out.r[rows, cols] = np.where((t.dropped > 0.5) | (t.q_end >= 1.0), t.taken_own / span,
+                                 np.inf)
+
+
+class _Totals(NamedTuple):
+    """What `_phases` integrates per (row, transmission), in s or packets."""
+
+    rho: np.ndarray  # the others' use of the core while t arrives, integrated
+    resid: np.ndarray  # their residual-work rate, integrated
+    high: np.ndarray  # the interrupt load, integrated
+    dropped: np.ndarray
+    q_end: np.ndarray  # queued when t's arrivals end
+    taken_own: np.ndarray  # packets taken while arriving
+    fin: np.ndarray  # when the last packet is taken
+    behind: np.ndarray  # time backlogged while arriving
+    alt_t: np.ndarray  # time keeping up beside a backlogged neighbour
+    alt_w: np.ndarray  # ... times the cost per packet then
+    awake_t: np.ndarray  # time keeping up while arriving
+    awake_rho: np.ndarray  # ... times the others' use of the core then
+
+
+def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.ndarray,
+            same: np.ndarray, wj: np.ndarray, irq: np.ndarray, sq: np.ndarray,
+            cap: np.ndarray, weight: np.ndarray,
+            wake: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> _Totals:
+    """`_share_host`'s phases, one after the other, for rows whose cores saturate (the
+    `_Totals`): the others' load (what they use of the core, not what they ask for: a
+    consumer that cannot keep up slows the others down by its share only), residual work
+    and interrupt load integrated over time, the packets dropped, the queue when the
+    arrivals end, the packets taken while arriving, when the last packet is taken, how long
+    each one is behind while its packets arrive, how long it keeps up beside a backlogged
+    neighbour (with that time's cost per packet integrated: its w plus theirs, see below),
+    and how long it keeps up at all (with the others' load then integrated).
+
+    `wake(rows, w)`: the wake-up load of the sleeping batched consumers in those rows at a
+    packet cost w. A consumer that drains beside a backlogged one alternates with it packet
+    by packet, so its drains are long and its wake-ups rare: its cost is its own w plus
+    theirs."""
+    rho, resid, high, q, q_end, taken_own, dropped, behind, alt_t, alt_w, aw_t, aw_rho = (
+        np.zeros(wj.shape) for _ in range(12))
+    fin = np.broadcast_to(end, wj.shape).copy()  # when the last packet is taken
+    per = np.stack([irq, sq], axis=2)
+    ends = np.abs(end[None, :] - edges[1:, None]) <= TINY  # (phases, m)
+    for k, (lo, hi) in enumerate(itertools.pairwise(edges)):
+        length = hi - lo
+        act = arriving[k]
+        if length <= 0 or not ((act[None, :] > 0) | (q > 0.5)).any():
+            continue
+        # what the arriving members on each one's core add up to: interrupts, residual work
+        mine = per * act[None, :, None]
+        tot = np.matmul(same, mine)
+        h = tot[:, :, 0]
+        resid += act * (tot[:, :, 1] - mine[:, :, 1]) * length
+        high += act * h * length
+        # the rates change inside the phase when a backlog empties: step to each such time
+        # (only the rows with time left in the phase)
+        now = np.zeros(wj.shape[0])
+        live = np.arange(wj.shape[0])
+        for sub in range(wj.shape[1] + 1):
+            qs, sm, ws, hs = q[live], same[live], wj[live], h[live]
+            member = (act[None, :] > 0) | (qs > 0.5)
+            backlog = qs > 0.5
+            m = _pairs(sm, member)
+            demand = np.where(backlog, 1e30, act * inflow)
+            # a member with a backlog takes all it can get (round-robin share of the rest)
+            rk = _waterfill(m, demand, ws, np.clip(1.0 - hs, 0.0, None), weight[live])
+            # ... and so does one whose queue starts to grow; sleeping members' wake-ups
+            # take their share of the core first
+            queued = (backlog | (rk < act * inflow)) * ws
+            alternate = ws + np.matmul(sm, queued[:, :, None])[:, :, 0] - queued
+            woken = wake(live, alternate / np.clip(1.0 - hs, 0.02, None)) * act * (
+                queued == 0)
+            cpu = 1.0 - hs - np.matmul(sm, woken[:, :, None])[:, :, 0] + woken
+            rk = _waterfill(m, demand, ws, np.clip(cpu, 0.0, None), weight[live])
+            rate = np.minimum(rk, 1e300)
+            net = rate - act * inflow
+            until = np.where(backlog & (net > 0), qs / np.maximum(net, TINY), np.inf)
+            step = (length - now[live])[:, None]
+            if sub < wj.shape[1]:
+                step = np.minimum(step, until.min(axis=1, keepdims=True))
+            avail = qs + act * inflow * step
+            taken = np.where(member, np.minimum(avail, rate * step), 0.0)
+            # a backlog left after the arrivals empties inside this phase
+            empties = (act == 0) & backlog & (taken >= avail - 1e-9)
+            fin[live] = np.where(empties, lo + now[live, None] + qs / np.maximum(rate, TINY),
+                                 fin[live])
+            taken_own[live] += act * taken
+            dropped[live] += np.clip(avail - taken - cap[live], 0.0, None)
+            q[live] = qs = np.minimum(avail - taken, cap[live])
+            behind[live] += act * (backlog | (qs > 0.5)) * step
+            beside = act * (queued == 0) * (alternate > ws * (1 + 1e-9)) * step
+            alt_t[live] += beside
+            alt_w[live] += beside * alternate / np.clip(1.0 - hs, 0.02, None)
+            used = taken * ws + (irq[live] + woken) * act * step
+            others = act * (np.matmul(sm, used[:, :, None])[:, :, 0] - used)
+            rho[live] += others
+            kept = ~(backlog | (qs > 0.5))
+            aw_t[live] += act * kept * step
+            aw_rho[live] += others * kept
+            now[live] += step[:, 0]
+            live = live[now[live] < length * (1 - 1e-12)]
+            if not live.size:
+                break
+        q_end = np.where((act > 0) & ends[k], q, q_end)
+    # after the last arrival: the backlogs drain; rates change each time one empties
+    # (only the rows that still hold a backlog)
+    now = np.full((wj.shape[0], 1), edges[-1])
+    for _ in range(wj.shape[1]):
+        rows = np.flatnonzero((q > 0.5).any(axis=1))
+        if not rows.size:
+            break
+        qr = q[rows]
+        left = qr > 0.5
+        rk = _waterfill(_pairs(same[rows], left), np.where(left, 1e30, 0.0), wj[rows],
+                        np.ones(left.shape), weight[rows])
+        until = np.where(left, qr / np.maximum(np.minimum(rk, 1e300), TINY), np.inf)
+        step = until.min(axis=1, keepdims=True)
+        step = np.where(np.isfinite(step), step, 0.0)
+        empties = left & (until <= step * (1 + 1e-9))
+        fin[rows] = np.where(empties, now[rows] + until, fin[rows])
+        q[rows] = np.where(empties, 0.0, np.clip(qr - np.minimum(rk, 1e300) * step, 0.0, None))
+        now[rows] += step
+    return _Totals(rho, resid, high, dropped, q_end, taken_own, fin, behind, alt_t, alt_w,
+                   aw_t, aw_rho)
+
+
+def _pairs(same: np.ndarray, member: np.ndarray) -> np.ndarray:
+    """same_ij · member_i · member_j: the members sharing each one's core (the outer product
+    as a batched matmul, faster than broadcasting)."""
+    mf = member.astype(float)
+    m = np.matmul(mf[:, :, None], mf[:, None, :])
+    m *= same
+    return m
+
+
+def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
+               weight: np.ndarray) -> np.ndarray:
+    """Share `cpu` FIFO by request: the packet rate r each member gets (inf if λ ≤ r).
+
+    A consumer has one request queued at a time (round-robin per packet), active_wait one
+    per packet in its backlog, so past saturation it gets `weight` (its backlog) times the
+    others' rate. r_i = weight_i·L where L solves Σ_j m_ij·min(λ_j, weight_j·L)·w_j = cpu_i;
+    the sum is piecewise linear with knots at λ_j / weight_j: evaluated at every knot, the
+    highest knot below cpu_i fixes who is served in full and who shares the rest.
+    """
+    need = np.matmul(m, (lam * w)[:, :, None])[:, :, 0] > cpu  # cores that cannot keep up
+    rows = np.flatnonzero(need.any(axis=1))
+    if rows.size == cpu.shape[0]:
+        return _waterfill_rows(m, lam, w, cpu, weight)
+    r = np.full(cpu.shape, np.inf)
+    if rows.size:
+        r[rows] = _waterfill_rows(m[rows], lam[rows], w[rows], cpu[rows], weight[rows])
+    return r
+
+
+def _waterfill_rows(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
+                    weight: np.ndarray) -> np.ndarray:
+    key = lam / weight
+    # the sum at every knot L = key_k: f[p, i, k] = Σ_j m_ij·min(λ_j, weight_j·key_k)·w_j
+    # (the outer product weight_j·key_k as a matmul: faster than broadcasting, same values)
+    g = np.matmul(weight[:, :, None], key[:, None, :])
+    np.minimum(g, lam[:, :, None], out=g)
+    g *= w[:, :, None]
+    below = np.matmul(m, g) <= cpu[:, :, None]
+    # the highest knot below the level (knot by knot: faster than a reduction over the short
+    # last axis); the members whose knots are above it share the rest
+    top = np.full(cpu.shape, -np.inf)
+    for k in range(key.shape[1]):
+        np.maximum(top, np.where(below[:, :, k], key[:, k:k + 1], -np.inf), out=top)
+    full = m * (key[:, None, :] <= top[:, :, None])
+    base = np.matmul(full, (lam * w)[:, :, None])[:, :, 0]
+    rest = np.matmul(m - full, (weight * w)[:, :, None])[:, :, 0]
+    r = weight * np.where(rest > 0, (cpu - base) / np.maximum(rest, TINY), np.inf)
+    return np.where(lam > r, r, np.inf)
+
+
+def mix_waits(res: dict[str, np.ndarray], sel: np.ndarray,
+               mode: Callable[[np.ndarray, np.ndarray], Mode], wait: np.ndarray,
+               busy: np.ndarray) -> None:
+    """Wake-ups (and empty ones) of `sel` when part of the wait before each drain is random.
+
+    An evenly spaced neighbour's work comes at the same place in each of its cycles, and
+    the mean wait it causes (`queue_wait`) is what every drain sees; a random neighbour's
+    (Poisson, onoff) is queued or not when a drain starts, and a mean stands for a spread
+    that decides whether the drain ends before the next tick or packet. That part (mean
+    `wait`) is none when the core is free of their work (1 − `busy`) and about
+    exponential with mean wait / busy otherwise (the usual approximation of an M/G/1
+    wait). `res` holds the mode's counts with none of it; `mode(i, wait)` runs the mode
+    for elements sel[i] (an index may repeat) with that much: the three Gauss–Laguerre
+    nodes of the exponential. Each wake-up draws its own wait, so the mean cycle is the
+    mixture and the wake-ups are its harmonic mean. Counts only fall as the wait grows, so
+    where none and the longest node agree every node does: the middle nodes run only
+    where they differ (in one call, side by side)."""
+    nodes, weights = _LAGUERRE
+    low, e_low = res["interrupts"][sel], res["empty"][sel]
+    last = mode(np.arange(sel.size), wait / busy * nodes[-1])
+    top, e_top = last.interrupts, last.empty
+    same = (np.abs(top - low) <= 1e-9 * low) & (np.abs(e_top - e_low) <= 1e-9 * np.maximum(
+        e_low, 1.0))
+    counts = np.where(same, low, np.nan)[None].repeat(nodes.size - 1, axis=0)
+    empties = np.where(same, e_low, np.nan)[None].repeat(nodes.size - 1, axis=0)
+    rest = np.flatnonzero(~same)
+    if rest.size:
+        k = nodes.size - 1
+        out = mode(np.tile(rest, k), (wait[rest] / busy[rest] * nodes[:-1, None]).ravel())
+        counts[:, rest] = out.interrupts.reshape(k, rest.size)
+        empties[:, rest] = out.empty.reshape(k, rest.size)
+    p = np.vstack([1.0 - busy, busy * weights[:, None]])  # (nodes + 1, m)
+    counts = np.maximum(np.vstack([low, counts, top]), TINY)
+    empties = np.vstack([e_low, empties, e_top])
+    inv = (p / counts).sum(axis=0)
+    res["interrupts"][sel] = 1.0 / inv
+    res["empty"][sel] = (p * empties / counts).sum(axis=0) / inv
+
+
+def random_share(wl: Workload, b: SettingBatch, load: np.ndarray) -> np.ndarray:
+    """The share of the others' load on each transmission's core (`load` and the result
+    arrays (P, T); 0 off shared hosts) that arrives at random (Poisson or onoff arrivals)
+    rather than evenly spaced (cbr)."""
+    out = np.zeros(load.shape)
+    for cols in wl.groups:
+        core = b.irq_core[:, cols]
+        same = (core[:, :, None] == core[:, None, :]) & ~np.eye(cols.size, dtype=bool)
+        lc = load[:, cols, None]
+        tot = np.matmul(same.astype(float), lc)[:, :, 0]
+        rand = np.matmul(same.astype(float), lc * (wl.arrival[cols] != CBR)[None, :, None])
+        out[:, cols] = np.where(tot > 0, rand[:, :, 0] / np.maximum(tot, TINY), 0.0)
+    return out
+
+
+def queue_wait(share: _Share) -> np.ndarray:
+    """How long a wake-up's drain first waits for the others' packet work: the core takes
+    one request per consumer in turn, so the drain's first packet waits for the packet in
+    service (its residual, Σ λ·b²/2 over the others) and for one whole packet of each other
+    consumer with a request queued (about ρ_j of the time: Σ λ·b², twice as much),
+    stretched by what arrives meanwhile (1 / (1 − ρ))."""
+    return 3.0 * share.resid / np.clip(1.0 - share.rho_o, 0.02, None)
+
+
+def wake_load(local: np.ndarray, ti_col: np.ndarray, w: np.ndarray, period: np.ndarray,
+               n_wake: np.ndarray, pas: np.ndarray, wat: np.ndarray,
+               delay: np.ndarray | float) -> np.ndarray:
+    """CPU share of the batched modes' wake-ups (Ti once per cycle of k timer periods, or per
+    n_w packets plus what arrives while draining) for a packet cost w (arrays (rows, cols);
+    `local` and `ti_col` per column; each mode computed on its own elements only). `delay`:
+    the wait before each drain (`queue_wait`), which lengthens the cycle."""
+    out = np.zeros(w.shape)
+    for mask, passive in ((pas, True), (wat, False)):
+        sel = np.flatnonzero(mask)
+        col = sel % w.shape[1]
+        lam, ti, ws = local[col], ti_col[col], w.ravel()[sel]
+        dl = np.broadcast_to(delay, w.shape).ravel()[sel]
+        free = np.clip(1.0 - lam * ws, 1e-6, None)
+        if passive:
+            t = period.ravel()[sel]
+            k = np.maximum(1.0, np.ceil((ti + dl) / (t * free) - 1e-9))
+            out.ravel()[sel] = ti / (k * t)
+        else:
+            n_w = n_wake.ravel()[sel]
+            out.ravel()[sel] = lam * ti / (n_w + lam * (ti + dl + n_w * ws) / free)
+    return out
