@@ -138,11 +138,13 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     awake = (pas | wat) & np.isfinite(share.r) & (share.behind < 1.0) & (lam * awake_ws < 1.0)
     ws_mode = np.where(awake, awake_ws, ws).ravel()
 
-    def run(mask: np.ndarray, fn: Callable[..., Mode], *names: str) -> None:
+    def run(mask: np.ndarray, fn: Callable[..., Mode], *names: str, **tuples: tuple[str, ...]
+            ) -> None:
         sel = np.flatnonzero(mask.ravel())
         if sel.size:
             cx = Ctx.build(wl, col[sel], ws_mode[sel], flat["ring"][sel])
-            out = fn(cx, *(flat[k][sel] for k in names))
+            out = fn(cx, *(flat[k][sel] for k in names),
+                     **{key: tuple(flat[k][sel] for k in ks) for key, ks in tuples.items()})
             for key in res:
                 res[key][sel] = getattr(out, key)
 
@@ -150,6 +152,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     # drawn afresh at each drain (`mix_waits`); the modes first run with the rest ("even")
     flat["even"] = flat["delay"]
     mixed = np.zeros(col.size, dtype=bool)
+    wait = busy = np.zeros(col.size)
     if wl.groups:
         rand = random_share(wl, b, lam * w + hard).ravel()
         busy = np.clip(share.rho_o, 0.0, 0.95).ravel() * rand
@@ -157,13 +160,14 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         mixed = (pas | wat).ravel() & (wait > 0) & (busy > 1e-6) & ~(
             np.isfinite(flat["r"]) & (flat["behind"] >= 1.0))  # (those never sleep)
         flat["even"] = np.where(mixed, flat["delay"] * (1.0 - rand), flat["delay"])
+    flat["wait"], flat["busy"] = wait * mixed, busy * mixed
     run(act, _active, "high")
-    run(pas, passive, "period", "even")
+    run(pas, passive, "period", "even", waits=("wait", "busy"))
     run(wat, _watermark, "wm", "tau", "n_wake", "even")
     run(bus, _busy_poll)
     for mask, fn, names in ((pas, passive, ("period",)),
                             (wat, _watermark, ("wm", "tau", "n_wake"))):
-        sel = np.flatnonzero(mask.ravel() & mixed)
+        sel = np.flatnonzero(mask.ravel() & mixed & (res["waits_drawn"] == 0))
         if sel.size:
             def mode(i: np.ndarray, d: np.ndarray, fn=fn, sel=sel, names=names) -> Mode:
                 at = sel[i]

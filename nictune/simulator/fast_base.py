@@ -17,6 +17,7 @@ CBR, POISSON, ONOFF = (ARRIVALS.index(a) for a in ("cbr", "poisson", "onoff"))
 
 
 TINY = 1e-12
+LAGUERRE = np.polynomial.laguerre.laggauss(3)  # nodes and weights of an exponential
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ class Mode:
     lat_mean: np.ndarray
     lat_p99: np.ndarray
     followed: np.ndarray | float = 0.0  # 1: wake-ups and drops counted burst by burst
+    waits_drawn: np.ndarray | float = 0.0  # 1: a random wait drawn per drain (`mix_waits`)
 
 
 @dataclass

@@ -17,7 +17,7 @@ import functools
 import numpy as np
 from scipy.special import gammaln, ndtr, pdtrc
 
-from nictune.simulator.fast_base import TINY, Ctx, Mode, poisson_excess
+from nictune.simulator.fast_base import LAGUERRE, TINY, Ctx, Mode, poisson_excess
 
 # (ring states, drain lengths) of the passive_wait chains, smallest first
 CHAIN_SIZES = ((8, 24), (16, 48), (24, 80), (32, 120), (40, 160))
@@ -32,12 +32,17 @@ def _normal_nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
 _HERMITE = _normal_nodes(7)
 
 
-def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray) -> Mode:
+def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
+            waits: tuple[np.ndarray, np.ndarray] | None = None) -> Mode:
     """Timer ticks every T; a tick that finds the consumer idle wakes it (`_passive_map`).
 
     onoff arrivals: when a burst holds several cycles, the cycle is that of the burst rate
     and the gaps between bursts add idle ticks; when the cycle is longer than a burst, the
     arrivals are treated as smooth at the average rate.
+
+    `waits` (mean, probability): a random wait before each drain on top of `delay`
+    (`fast_shared.mix_waits`); the binned chain draws it per drain in its transitions
+    (`Mode.waits_drawn` says where), the other models leave it to the caller.
     """
     lam, ti, ws, ring = cx.lam, cx.ti, cx.ws, cx.ring
     # evenly spaced arrivals: follow the cycles packet by packet; otherwise the fluid map
@@ -52,8 +57,13 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray) -> Mode:
     parts = [(np.flatnonzero(even), _passive_cbr),
              (np.flatnonzero(~even & (size < 0) & ~binned & ~cx.onoff), _passive_map),
              (np.flatnonzero(~even & (size < 0) & ~binned & cx.onoff), _passive_phases)]
+    drawn = np.zeros(lam.shape)
+    if waits is not None:
+        drawn[binned & (waits[1] > 0)] = 1.0
     parts += [(sel[j:j + 256], _passive_binned)
-              for sel in [np.flatnonzero(binned)] for j in range(0, sel.size, 256)]
+              for sel in (np.flatnonzero(binned & (drawn > 0)),
+                          np.flatnonzero(binned & (drawn == 0)))
+              for j in range(0, sel.size, 256)]
     for i, dims in enumerate(CHAIN_SIZES):
         # in chunks that keep the (elements, states, drains) arrays in cache
         sel = np.flatnonzero(size == i)
@@ -62,9 +72,11 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray) -> Mode:
                   for j in range(0, sel.size, step)]
     for sel, fn in parts:
         if sel.size:
-            exact = {"n": cx.n[sel], "span": cx.span[sel]} if fn is _passive_cbr else {}
+            extra = {"n": cx.n[sel], "span": cx.span[sel]} if fn is _passive_cbr else {}
+            if fn is _passive_binned and waits is not None and drawn[sel[0]]:
+                extra = {"waits": (waits[0][sel], waits[1][sel])}
             part = fn(lam[sel], ws[sel], ti[sel], period[sel], ring[sel], cx.poisson[sel],
-                      delay[sel], **exact)
+                      delay[sel], **extra)
             for arr, value in zip((cycle, taken, dropped, p_empty), part, strict=True):
                 arr[sel] = value
     on, off = cx.c("on"), cx.c("off")
@@ -122,7 +134,7 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray) -> Mode:
     followed = zero.copy()
     followed[follow] = 1.0
     return Mode(interrupts=interrupts, empty=empty, delivered=delivered, stranded=zero,
-                 followed=followed,
+                 followed=followed, waits_drawn=drawn,
                  duration=cx.span + resid + ti + last_n * ws,
                  lat_mean=cycle / 2.0 + ti + taken * ws / 2.0,
                  lat_p99=0.99 * cycle + ti + taken * ws)
@@ -292,7 +304,9 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
 
 def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
                     ring: np.ndarray, _poisson: np.ndarray, delay: np.ndarray,
-                    bins: int = 48, windows: int = 48) -> tuple[np.ndarray, ...]:
+                    bins: int = 48, windows: int = 48,
+                    waits: tuple[np.ndarray, np.ndarray] | None = None
+                    ) -> tuple[np.ndarray, ...]:
     """`_passive_chain` for Poisson arrivals with many packets per tick and λw > 0.4, where
     `_passive_map`'s fixed point is unstable (past ½) or nearly so: the chain of the ring
     content q when a drain starts, on `bins` bins (bin 0: an empty ring; then bins of Δ
@@ -308,7 +322,9 @@ def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
     next q is Poisson(λx): P(0) exactly, the last bin from the normal's CDF, the bins
     between from its density. The transition is the product of the two (bins → windows →
     bins); its stationary distribution gives the mean cycle, packets per wake-up, drops
-    and the share of empty wake-ups.
+    and the share of empty wake-ups. `waits` (mean, probability): a random wait added to
+    each drain, none or exponential (`fast_shared.mix_waits`), drawn per drain: its
+    Gauss–Laguerre nodes multiply the drain's.
     """
     e = lam.size
     z, h = _HERMITE
@@ -325,32 +341,49 @@ def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
     q = np.minimum(q, ring[:, None])  # (e, B); a ring that caps q: the last bin is full
     sd = np.sqrt(q * rho[:, None]) / free[:, None] ** 1.5
     s = np.maximum(q[:, :, None], (q / free[:, None])[:, :, None] + z * sd[:, :, None])
-    drain = s * ws[:, None, None] + ((delay / free)[:, None] * (1.0 - np.exp(-q)))[:, :, None]
+    # the waits before a drain (e, K) and their weights: the mean alone, or none and the
+    # exponential's nodes; the drain's nodes times the wait's (e, B, J·K)
+    add, pw = delay[:, None], np.ones((e, 1))
+    if waits is not None:
+        x_l, w_l = LAGUERRE
+        mean, busy = waits
+        add = delay[:, None] + np.concatenate([np.zeros((e, 1)), (mean / busy)[:, None] * x_l],
+                                              axis=1)
+        pw = np.concatenate([(1.0 - busy)[:, None], busy[:, None] * w_l], axis=1)
+    n_k = add.shape[1]
+    hk = (h[None, :, None] * pw[:, None, :]).reshape(e, 1, -1)  # (e, 1, J·K)
+    wait = (add / free[:, None])[:, None, :] * (1.0 - np.exp(-q))[:, :, None]  # (e, B, K)
+    drain = (s * ws[:, None, None])[:, :, :, None] + wait[:, :, None, :]
+    drain = drain.reshape(e, bins, -1)
     k = np.maximum(1.0, np.ceil((ti[:, None, None] + drain) / period[:, None, None] - 1e-9))
-    x = np.clip(k * period[:, None, None] - drain, 0.0, None)  # (e, B, J)
+    x = np.clip(k * period[:, None, None] - drain, 0.0, None)  # (e, B, J·K)
     # bins → windows: each node's window split linearly between its two grid points
     u = np.clip(x / reach[:, None, None], 0.0, 1.0) * (windows - 1)
     lo = np.minimum(np.floor(u), windows - 2)
     frac = (u - lo).ravel()
     idx = ((np.arange(e * bins) * windows).reshape(e, bins, 1) + lo).astype(np.int64).ravel()
-    hw = np.broadcast_to(h, x.shape).ravel()
+    hw = np.broadcast_to(hk, x.shape).ravel()
     size = e * bins * windows
     to_window = (np.bincount(idx, hw * (1.0 - frac), minlength=size)
                  + np.bincount(idx + 1, hw * frac, minlength=size)).reshape(e, bins, windows)
-    cycles = (k * h).sum(axis=2) * period[:, None]  # (e, B)
+    cycles = (k * hk).sum(axis=2) * period[:, None]  # (e, B)
     # a drain spread over an eighth of a period or more: its few nodes would alias against
     # the tick grid (`_wrapped_windows`)
     spread = sd * ws[:, None] / period[:, None]
     wide = spread >= 0.13
     rows = np.flatnonzero(wide.any(axis=1))
     if rows.size:
-        mean = (s[rows] * h).sum(axis=2) * ws[rows, None] + (delay[rows] / free[rows])[
-            :, None] * (1.0 - np.exp(-q[rows]))
-        mass, window = _wrapped_windows(mean + ti[rows, None], spread[rows], ti[rows],
+        r = rows.size
+        mean = ((s[rows] * h).sum(axis=2) * ws[rows, None])[:, :, None] + wait[rows]
+        mass, window = _wrapped_windows((mean + ti[rows, None, None]).reshape(r, -1),
+                                        np.repeat(spread[rows], n_k, axis=1), ti[rows],
                                         period[rows], windows)
+        weight = pw[rows][:, None, :]  # (r, 1, K)
+        mass = (mass.reshape(r, bins, n_k, windows) * weight[..., None]).sum(axis=2)
         to_window[rows] = np.where(wide[rows, :, None], mass, to_window[rows])
         # the mean cycle from the mean window: k·T = window + drain
-        cycles[rows] = np.where(wide[rows], window + mean, cycles[rows])
+        cycle = ((window.reshape(r, bins, n_k) + mean) * weight).sum(axis=2)
+        cycles[rows] = np.where(wide[rows], cycle, cycles[rows])
     # windows → bins
     mu = lam[:, None] * np.linspace(0.0, 1.0, windows)[None, :] * reach[:, None]  # (e, X)
     inv = 1.0 / np.sqrt(np.maximum(mu, 1e-12))

@@ -19,10 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from nictune.simulator.batch import ACTIVE, SettingBatch
-from nictune.simulator.fast_base import CBR, TINY, Mode, Workload
-
-_LAGUERRE = np.polynomial.laguerre.laggauss(3)  # nodes and weights of an exponential
-
+from nictune.simulator.fast_base import CBR, LAGUERRE, TINY, Mode, Workload
 
 # the random part of a drain's wait: 4 · resid / (1 − ρ) where the even part is 3 ·
 # (`queue_wait`; chosen on the developed-against fidelity grids, see fast.md)
@@ -356,7 +353,7 @@ def mix_waits(res: dict[str, np.ndarray], sel: np.ndarray,
     mixture and the wake-ups are its harmonic mean. Counts only fall as the wait grows, so
     where none and the longest node agree every node does: the middle nodes run only
     where they differ (in one call, side by side)."""
-    nodes, weights = _LAGUERRE
+    nodes, weights = LAGUERRE
     low, e_low = res["interrupts"][sel], res["empty"][sel]
     last = mode(np.arange(sel.size), wait / busy * nodes[-1])
     top, e_top = last.interrupts, last.empty

@@ -613,3 +613,23 @@ def test_an_evenly_spaced_neighbour_delays_every_drain_alike() -> None:
                                  irq_core=1, placement="same_die")}
     fast, des = (m[1] for m in on_host(config, settings))
     assert fast.interrupts == pytest.approx(des.interrupts, rel=0.002)
+
+
+def test_the_binned_chain_draws_a_random_neighbours_wait_per_drain() -> None:
+    """A Poisson passive_wait consumer with ~24 packets a tick at λw ≈ 0.5 (the binned
+    chain) beside a Poisson busy_poll neighbour whose 9 000-byte packets take 3.4 µs each:
+    waking at the mean wait said 446 wake-ups; drawing the wait per drain in the chain's
+    transitions, 424; the DES 412, 428 and 402 over three seeds (fidelity grid 0,
+    case-282)."""
+    config = shared_host(1, {"irq": 1.880149e-6, "per_packet": 0.4322906e-6,
+                             "per_byte": 0.3303451e-9},
+                         [(10866, 1500, 331_493.60, "poisson"), (12594, 9000, 66_857.33, "poisson"),
+                          (13432, 1000, 13_838.46, "cbr")])
+    settings = {"t0": NicSetting("passive_wait", poll_interval=71.43351e-6, ring_slots=16384,
+                                 placement="same_core"),
+                "t1": NicSetting("busy_poll", ring_slots=16384, placement="same_package"),
+                "t2": NicSetting("active_wait", ring_slots=4096, placement="same_die")}
+    fast = simulate(config, settings)[0]
+    des = np.mean([simulate_any(config, settings, engine="des", seed=s, exact=True)[0]
+                   .interrupts for s in range(3)])
+    assert fast.interrupts == pytest.approx(des, rel=0.05)
