@@ -57,23 +57,25 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
     parts = [(np.flatnonzero(even), _passive_cbr),
              (np.flatnonzero(~even & (size < 0) & ~binned & ~cx.onoff), _passive_map),
              (np.flatnonzero(~even & (size < 0) & ~binned & cx.onoff), _passive_phases)]
+    # (the chains draw a random wait per drain: those elements apart from the rest)
     drawn = np.zeros(lam.shape)
     if waits is not None:
-        drawn[binned & (waits[1] > 0)] = 1.0
+        drawn[(binned | (size >= 0)) & (waits[1] > 0)] = 1.0
     parts += [(sel[j:j + 256], _passive_binned)
               for sel in (np.flatnonzero(binned & (drawn > 0)),
                           np.flatnonzero(binned & (drawn == 0)))
               for j in range(0, sel.size, 256)]
     for i, dims in enumerate(CHAIN_SIZES):
         # in chunks that keep the (elements, states, drains) arrays in cache
-        sel = np.flatnonzero(size == i)
         step = max(1, 2**18 // (dims[0] * dims[1]))
         parts += [(sel[j:j + step], functools.partial(_passive_chain, dims=dims))
+                  for sel in (np.flatnonzero((size == i) & (drawn > 0)),
+                              np.flatnonzero((size == i) & (drawn == 0)))
                   for j in range(0, sel.size, step)]
     for sel, fn in parts:
         if sel.size:
             extra = {"n": cx.n[sel], "span": cx.span[sel]} if fn is _passive_cbr else {}
-            if fn is _passive_binned and waits is not None and drawn[sel[0]]:
+            if waits is not None and drawn[sel[0]]:  # (a chain's part)
                 extra = {"waits": (waits[0][sel], waits[1][sel])}
             part = fn(lam[sel], ws[sel], ti[sel], period[sel], ring[sel], cx.poisson[sel],
                       delay[sel], **extra)
@@ -250,7 +252,9 @@ def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
 
 def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
                    ring: np.ndarray, _poisson: np.ndarray, delay: np.ndarray,
-                   dims: tuple[int, int] = CHAIN_SIZES[-1]) -> tuple[np.ndarray, ...]:
+                   dims: tuple[int, int] = CHAIN_SIZES[-1],
+                   waits: tuple[np.ndarray, np.ndarray] | None = None
+                   ) -> tuple[np.ndarray, ...]:
     """`_passive_map`'s statistics for Poisson arrivals with a few packets per tick, exact.
 
     The ring content q when a drain starts is a Markov chain: the drain takes S packets, an
@@ -260,7 +264,8 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     window from the drain's end to that tick + Ti (at most T + Ti long), capped by the ring.
     Its stationary distribution (a linear solve over `dims` = (ring states, drain lengths),
     `_chain_size`) gives the mean cycle, packets per wake-up, drops and the share of empty
-    wake-ups.
+    wake-ups. `waits` (mean, probability): a random wait added to each drain
+    (`fast_shared.mix_waits`), drawn per drain: the next q is the mixture over its nodes.
     """
     e = lam.size
     n_q, n_s = dims
@@ -271,35 +276,52 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     table, table_t = _borel_tanner_table(n_q, n_s)
     v = np.exp(ss[None, :] * (np.log(rho) - rho)[:, None])  # (e, S)
     norm = np.matmul(v, table_t)  # (e, Q): Σ_n table[q, n] v[n]
-    drain = (ss[None, :] > 0) * (delay / (1.0 - rho))[:, None] + ss[None, :] * ws[:, None]
-    k = np.maximum(1.0, np.ceil((ti[:, None] + drain) / period[:, None] - 1e-9))
-    mu = lam[:, None] * (k * period[:, None] - drain)  # (e, S): mean of the next q
-    # v[n] · Poisson(mu[n]) of the next q = 0 … n_q − 1, by v e^(−μ) Π μ/i
-    # (built as (Q, e, S): a cumulative product along q over contiguous (e, S) slices)
-    pm = np.empty((n_q, e, n_s))
-    np.multiply(v, np.exp(-mu), out=pm[0])
-    np.divide(mu, qs[1:, None, None], out=pm[1:])
-    for i in range(1, n_q):
-        pm[i] *= pm[i - 1]
     cap = np.minimum(ring, n_q - 1).astype(np.int64)
-    if (cap < n_q - 1).any():
-        pm *= (qs[:, None] < cap[None, :])[:, :, None]
-    pm[cap, np.arange(e), :] = 0.0
-    pm[cap, np.arange(e), :] = v - pm.sum(axis=0)  # the ring holds at most cap
+    small = np.flatnonzero(cap < n_q - 1)  # else the ring is beyond the Poisson tail
+    pm = np.zeros((n_q, e, n_s))
+    k_mean, excess = np.zeros((e, n_s)), np.zeros((small.size, n_s))
+    for weight, add in _wait_nodes(delay, waits):
+        drain = (ss[None, :] > 0) * (add / (1.0 - rho))[:, None] + ss[None, :] * ws[:, None]
+        k = np.maximum(1.0, np.ceil((ti[:, None] + drain) / period[:, None] - 1e-9))
+        mu = lam[:, None] * (k * period[:, None] - drain)  # (e, S): mean of the next q
+        # v[n] · Poisson(mu[n]) of the next q = 0 … n_q − 1, by v e^(−μ) Π μ/i
+        # (built as (Q, e, S): a cumulative product along q over contiguous (e, S) slices)
+        part = np.empty((n_q, e, n_s))
+        np.multiply(v, np.exp(-mu), out=part[0])
+        np.divide(mu, qs[1:, None, None], out=part[1:])
+        for i in range(1, n_q):
+            part[i] *= part[i - 1]
+        if small.size:
+            part *= (qs[:, None] < cap[None, :])[:, :, None]
+        part[cap, np.arange(e), :] = 0.0
+        part[cap, np.arange(e), :] = v - part.sum(axis=0)  # the ring holds at most cap
+        pm += weight[None, :, None] * part
+        k_mean += weight[:, None] * k
+        if small.size:
+            kr = np.broadcast_to(ring[small, None], mu[small].shape)
+            mu_s = mu[small]
+            excess += weight[small, None] * np.clip(
+                mu_s * pdtrc(np.maximum(kr - 1.0, 0.0), mu_s) - kr * pdtrc(kr, mu_s), 0.0, None)
     # the transition matrix transposed, M[q, x] = Σ_n P(S = n | q) · P(next = x | S = n)
     lhs = np.matmul(pm.transpose(1, 0, 2), table_t)
     lhs /= norm[:, None, :]
     pi = _stationary(lhs)
     sig = np.matmul(pi / norm, table) * v  # distribution of S
     dropped = np.zeros(e)
-    small = np.flatnonzero(cap < n_q - 1)  # else the ring is beyond the Poisson tail
-    if small.size:
-        kr = np.broadcast_to(ring[small, None], mu[small].shape)
-        mu_s = mu[small]
-        excess = np.clip(mu_s * pdtrc(np.maximum(kr - 1.0, 0.0), mu_s) - kr * pdtrc(kr, mu_s),
-                         0.0, None)
-        dropped[small] = (sig[small] * excess).sum(axis=1)
-    return (sig * k).sum(axis=1) * period, (sig * ss).sum(axis=1), dropped, pi[:, 0]
+    dropped[small] = (sig[small] * excess).sum(axis=1)
+    return (sig * k_mean).sum(axis=1) * period, (sig * ss).sum(axis=1), dropped, pi[:, 0]
+
+
+def _wait_nodes(delay: np.ndarray, waits: tuple[np.ndarray, np.ndarray] | None
+                ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(weight, wait) per node of the wait before a drain: `delay` alone, or with the random
+    part of `waits` (mean, probability): none, or its exponential's Gauss–Laguerre nodes."""
+    if waits is None:
+        return [(np.ones(delay.size), delay)]
+    mean, busy = waits
+    nodes, weights = LAGUERRE
+    return [(1.0 - busy, delay)] + [(busy * wt, delay + mean / busy * x)
+                                    for x, wt in zip(nodes, weights, strict=True)]
 
 
 def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
