@@ -349,27 +349,15 @@ def mix_waits(res: dict[str, np.ndarray], sel: np.ndarray,
     exponential with mean wait / busy otherwise (the usual approximation of an M/G/1
     wait). `res` holds the mode's counts with none of it; `mode(i, wait)` runs the mode
     for elements sel[i] (an index may repeat) with that much: the three Gauss–Laguerre
-    nodes of the exponential. Each wake-up draws its own wait, so the mean cycle is the
-    mixture and the wake-ups are its harmonic mean. Counts only fall as the wait grows, so
-    where none and the longest node agree every node does: the middle nodes run only
-    where they differ (in one call, side by side)."""
+    nodes of the exponential, side by side in one call. Each wake-up draws its own wait,
+    so the mean cycle is the mixture and the wake-ups are its harmonic mean."""
     nodes, weights = LAGUERRE
-    low, e_low = res["interrupts"][sel], res["empty"][sel]
-    last = mode(np.arange(sel.size), wait / busy * nodes[-1])
-    top, e_top = last.interrupts, last.empty
-    same = (np.abs(top - low) <= 1e-9 * low) & (np.abs(e_top - e_low) <= 1e-9 * np.maximum(
-        e_low, 1.0))
-    counts = np.where(same, low, np.nan)[None].repeat(nodes.size - 1, axis=0)
-    empties = np.where(same, e_low, np.nan)[None].repeat(nodes.size - 1, axis=0)
-    rest = np.flatnonzero(~same)
-    if rest.size:
-        k = nodes.size - 1
-        out = mode(np.tile(rest, k), (wait[rest] / busy[rest] * nodes[:-1, None]).ravel())
-        counts[:, rest] = out.interrupts.reshape(k, rest.size)
-        empties[:, rest] = out.empty.reshape(k, rest.size)
+    m, k = sel.size, nodes.size
+    out = mode(np.tile(np.arange(m), k), (wait / busy * nodes[:, None]).ravel())
     p = np.vstack([1.0 - busy, busy * weights[:, None]])  # (nodes + 1, m)
-    counts = np.maximum(np.vstack([low, counts, top]), TINY)
-    empties = np.vstack([e_low, empties, e_top])
+    counts = np.maximum(np.vstack([res["interrupts"][sel], out.interrupts.reshape(k, m)]),
+                        TINY)
+    empties = np.vstack([res["empty"][sel], out.empty.reshape(k, m)])
     inv = (p / counts).sum(axis=0)
     res["interrupts"][sel] = 1.0 / inv
     res["empty"][sel] = (p * empties / counts).sum(axis=0) / inv
