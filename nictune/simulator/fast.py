@@ -138,43 +138,42 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     awake = (pas | wat) & np.isfinite(share.r) & (share.behind < 1.0) & (lam * awake_ws < 1.0)
     ws_mode = np.where(awake, awake_ws, ws).ravel()
 
-    def run(mask: np.ndarray, fn: Callable[..., Mode], *names: str, **tuples: tuple[str, ...]
-            ) -> None:
+    def run(mask: np.ndarray, fn: Callable[..., Mode], *names: str) -> None:
         sel = np.flatnonzero(mask.ravel())
         if sel.size:
             cx = Ctx.build(wl, col[sel], ws_mode[sel], flat["ring"][sel])
-            out = fn(cx, *(flat[k][sel] for k in names),
-                     **{key: tuple(flat[k][sel] for k in ks) for key, ks in tuples.items()})
+            out = fn(cx, *(flat[k][sel] for k in names))
             for key in res:
                 res[key][sel] = getattr(out, key)
 
     # shared hosts: the part of the wait before a drain that random neighbours cause is
     # drawn afresh at each drain (`mix_waits`); the modes first run with the rest ("even")
-    flat["even"] = flat["delay"]
-    mixed = np.zeros(col.size, dtype=bool)
-    wait = busy = np.zeros(col.size)
+    # and the Poisson chains draw that part themselves ("rand_wait", "rand_busy")
+    flat["even"], flat["rand_wait"], flat["rand_busy"] = (
+        flat["delay"], np.zeros(col.size), np.zeros(col.size))
     if wl.groups:
         rand = random_share(wl, b, lam * w + hard).ravel()
-        busy = np.clip(share.rho_o, 0.0, 0.95).ravel() * rand
-        wait = flat["delay"] * rand * RANDOM_WAIT
-        mixed = (pas | wat).ravel() & (wait > 0) & (busy > 1e-6) & ~(
+        rand_busy = np.clip(share.rho_o, 0.0, 0.95).ravel() * rand
+        rand_wait = flat["delay"] * rand * RANDOM_WAIT
+        mixed = (pas | wat).ravel() & (rand_wait > 0) & (rand_busy > 1e-6) & ~(
             np.isfinite(flat["r"]) & (flat["behind"] >= 1.0))  # (those never sleep)
         flat["even"] = np.where(mixed, flat["delay"] * (1.0 - rand), flat["delay"])
-    flat["wait"], flat["busy"] = wait * mixed, busy * mixed
+        flat["rand_wait"], flat["rand_busy"] = rand_wait * mixed, rand_busy * mixed
     run(act, _active, "high")
-    run(pas, passive, "period", "even", waits=("wait", "busy"))
+    run(pas, passive, "period", "even", "rand_wait", "rand_busy")
     run(wat, _watermark, "wm", "tau", "n_wake", "even")
     run(bus, _busy_poll)
     for mask, fn, names in ((pas, passive, ("period",)),
                             (wat, _watermark, ("wm", "tau", "n_wake"))):
-        sel = np.flatnonzero(mask.ravel() & mixed & (res["waits_drawn"] == 0))
+        sel = np.flatnonzero(mask.ravel() & (flat["rand_busy"] > 0)
+                             & (res["waits_drawn"] == 0))
         if sel.size:
-            def mode(i: np.ndarray, d: np.ndarray, fn=fn, sel=sel, names=names) -> Mode:
+            def with_wait(i: np.ndarray, d: np.ndarray, fn=fn, sel=sel, names=names) -> Mode:
                 at = sel[i]
                 cx = Ctx.build(wl, col[at], ws_mode[at], flat["ring"][at])
                 return fn(cx, *(flat[k][at] for k in names), flat["even"][at] + d)
 
-            mix_waits(res, sel, mode, wait[sel], busy[sel])
+            mix_waits(res, sel, with_wait, flat["rand_wait"][sel], flat["rand_busy"][sel])
     # a batched consumer that keeps up beside a backlogged neighbour: while it does, its
     # drains alternate with the neighbour's packets (cost alt_ws); the wake-ups are the
     # two regimes' in proportion to their time

@@ -17,7 +17,7 @@ CBR, POISSON, ONOFF = (ARRIVALS.index(a) for a in ("cbr", "poisson", "onoff"))
 
 
 TINY = 1e-12
-LAGUERRE = np.polynomial.laguerre.laggauss(3)  # nodes and weights of an exponential
+_LAGUERRE = np.polynomial.laguerre.laggauss(3)  # nodes and weights of an exponential
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ class Mode:
     lat_mean: np.ndarray
     lat_p99: np.ndarray
     followed: np.ndarray | float = 0.0  # 1: wake-ups and drops counted burst by burst
-    waits_drawn: np.ndarray | float = 0.0  # 1: a random wait drawn per drain (`mix_waits`)
+    waits_drawn: np.ndarray | float = 0.0  # 1: the mode drew the random wait itself
 
 
 @dataclass
@@ -146,3 +146,14 @@ class Ctx:
             bursts = np.floor(i / pb + 1e-9)
             out[oo] = bursts * self.wl.cycle[col] + (i - bursts * pb) / self.lam[oo]
         return out
+
+
+def random_wait(mean: np.ndarray, busy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A random wait before each drain (`fast_shared.mix_waits`): none with probability
+    1 − `busy`, else about exponential with mean `mean` / `busy`. Returns (weights, waits),
+    arrays (4, e): no wait, then the exponential's three Gauss–Laguerre nodes (all the
+    weight on no wait where `busy` is 0)."""
+    nodes, weights = _LAGUERRE
+    given = np.divide(mean, busy, out=np.zeros(mean.shape), where=busy > 0)
+    return (np.vstack([1.0 - busy, busy * weights[:, None]]),
+            np.vstack([np.zeros(mean.shape), given * nodes[:, None]]))

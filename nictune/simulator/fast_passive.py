@@ -17,7 +17,7 @@ import functools
 import numpy as np
 from scipy.special import gammaln, ndtr, pdtrc
 
-from nictune.simulator.fast_base import LAGUERRE, TINY, Ctx, Mode, poisson_excess
+from nictune.simulator.fast_base import TINY, Ctx, Mode, poisson_excess, random_wait
 
 # (ring states, drain lengths) of the passive_wait chains, smallest first
 CHAIN_SIZES = ((8, 24), (16, 48), (24, 80), (32, 120), (40, 160))
@@ -33,16 +33,17 @@ _HERMITE = _normal_nodes(7)
 
 
 def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
-            waits: tuple[np.ndarray, np.ndarray] | None = None) -> Mode:
+            wait_mean: np.ndarray | None = None, wait_busy: np.ndarray | None = None) -> Mode:
     """Timer ticks every T; a tick that finds the consumer idle wakes it (`_passive_map`).
 
     onoff arrivals: when a burst holds several cycles, the cycle is that of the burst rate
     and the gaps between bursts add idle ticks; when the cycle is longer than a burst, the
     arrivals are treated as smooth at the average rate.
 
-    `waits` (mean, probability): a random wait before each drain on top of `delay`
-    (`fast_shared.mix_waits`); the binned chain draws it per drain in its transitions
-    (`Mode.waits_drawn` says where), the other models leave it to the caller.
+    `wait_mean`, `wait_busy`: a random wait before each drain on top of `delay`
+    (`fast_shared.mix_waits`); the Poisson chains (exact and binned) draw it per drain in
+    their transitions (`Mode.waits_drawn` says where), the other models leave it to the
+    caller.
     """
     lam, ti, ws, ring = cx.lam, cx.ti, cx.ws, cx.ring
     # evenly spaced arrivals: follow the cycles packet by packet; otherwise the fluid map
@@ -58,24 +59,22 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
              (np.flatnonzero(~even & (size < 0) & ~binned & ~cx.onoff), _passive_map),
              (np.flatnonzero(~even & (size < 0) & ~binned & cx.onoff), _passive_phases)]
     # (the chains draw a random wait per drain: those elements apart from the rest)
-    drawn = np.zeros(lam.shape)
-    if waits is not None:
-        drawn[(binned | (size >= 0)) & (waits[1] > 0)] = 1.0
+    waits = None if wait_mean is None or wait_busy is None else (wait_mean, wait_busy)
+    drawn = (binned | (size >= 0)) & (wait_busy > 0) if waits else np.zeros(lam.shape, bool)
     parts += [(sel[j:j + 256], _passive_binned)
-              for sel in (np.flatnonzero(binned & (drawn > 0)),
-                          np.flatnonzero(binned & (drawn == 0)))
+              for sel in (np.flatnonzero(binned & drawn), np.flatnonzero(binned & ~drawn))
               for j in range(0, sel.size, 256)]
     for i, dims in enumerate(CHAIN_SIZES):
         # in chunks that keep the (elements, states, drains) arrays in cache
         step = max(1, 2**18 // (dims[0] * dims[1]))
         parts += [(sel[j:j + step], functools.partial(_passive_chain, dims=dims))
-                  for sel in (np.flatnonzero((size == i) & (drawn > 0)),
-                              np.flatnonzero((size == i) & (drawn == 0)))
+                  for sel in (np.flatnonzero((size == i) & drawn),
+                              np.flatnonzero((size == i) & ~drawn))
                   for j in range(0, sel.size, step)]
     for sel, fn in parts:
         if sel.size:
             extra = {"n": cx.n[sel], "span": cx.span[sel]} if fn is _passive_cbr else {}
-            if waits is not None and drawn[sel[0]]:  # (a chain's part)
+            if waits and drawn[sel[0]]:  # (a chain's part)
                 extra = {"waits": (waits[0][sel], waits[1][sel])}
             part = fn(lam[sel], ws[sel], ti[sel], period[sel], ring[sel], cx.poisson[sel],
                       delay[sel], **extra)
@@ -136,7 +135,7 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
     followed = zero.copy()
     followed[follow] = 1.0
     return Mode(interrupts=interrupts, empty=empty, delivered=delivered, stranded=zero,
-                 followed=followed, waits_drawn=drawn,
+                 followed=followed, waits_drawn=drawn.astype(float),
                  duration=cx.span + resid + ti + last_n * ws,
                  lat_mean=cycle / 2.0 + ti + taken * ws / 2.0,
                  lat_p99=0.99 * cycle + ti + taken * ws)
@@ -278,9 +277,10 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     norm = np.matmul(v, table_t)  # (e, Q): Σ_n table[q, n] v[n]
     cap = np.minimum(ring, n_q - 1).astype(np.int64)
     small = np.flatnonzero(cap < n_q - 1)  # else the ring is beyond the Poisson tail
-    pm = np.zeros((n_q, e, n_s))
-    k_mean, excess = np.zeros((e, n_s)), np.zeros((small.size, n_s))
-    for weight, add in _wait_nodes(delay, waits):
+    # the next q (and the cycle, the drops) mixed over the wait's nodes: each drain draws
+    # its own; with one node it is the node's (no temporaries)
+    pw, extra = _wait_nodes(e, waits)
+    for j, (weight, add) in enumerate(zip(pw, delay + extra, strict=True)):
         drain = (ss[None, :] > 0) * (add / (1.0 - rho))[:, None] + ss[None, :] * ws[:, None]
         k = np.maximum(1.0, np.ceil((ti[:, None] + drain) / period[:, None] - 1e-9))
         mu = lam[:, None] * (k * period[:, None] - drain)  # (e, S): mean of the next q
@@ -295,13 +295,21 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
             part *= (qs[:, None] < cap[None, :])[:, :, None]
         part[cap, np.arange(e), :] = 0.0
         part[cap, np.arange(e), :] = v - part.sum(axis=0)  # the ring holds at most cap
-        pm += weight[None, :, None] * part
-        k_mean += weight[:, None] * k
+        over = np.zeros((small.size, n_s))
         if small.size:
             kr = np.broadcast_to(ring[small, None], mu[small].shape)
             mu_s = mu[small]
-            excess += weight[small, None] * np.clip(
-                mu_s * pdtrc(np.maximum(kr - 1.0, 0.0), mu_s) - kr * pdtrc(kr, mu_s), 0.0, None)
+            over = np.clip(mu_s * pdtrc(np.maximum(kr - 1.0, 0.0), mu_s) - kr * pdtrc(kr, mu_s),
+                           0.0, None)
+        if pw.shape[0] == 1:
+            pm, k_mean, excess = part, k, over
+            break
+        if j == 0:
+            pm, k_mean, excess = (np.zeros(a.shape) for a in (part, k, over))
+        part *= weight[None, :, None]
+        pm += part
+        k_mean += weight[:, None] * k
+        excess += weight[small, None] * over
     # the transition matrix transposed, M[q, x] = Σ_n P(S = n | q) · P(next = x | S = n)
     lhs = np.matmul(pm.transpose(1, 0, 2), table_t)
     lhs /= norm[:, None, :]
@@ -312,16 +320,13 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     return (sig * k_mean).sum(axis=1) * period, (sig * ss).sum(axis=1), dropped, pi[:, 0]
 
 
-def _wait_nodes(delay: np.ndarray, waits: tuple[np.ndarray, np.ndarray] | None
-                ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(weight, wait) per node of the wait before a drain: `delay` alone, or with the random
-    part of `waits` (mean, probability): none, or its exponential's Gauss–Laguerre nodes."""
+def _wait_nodes(e: int, waits: tuple[np.ndarray, np.ndarray] | None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(weights, waits) (K, e) of the wait a chain adds to `delay` before each drain: none
+    (K = 1), or `random_wait` of `waits` (mean, probability)."""
     if waits is None:
-        return [(np.ones(delay.size), delay)]
-    mean, busy = waits
-    nodes, weights = LAGUERRE
-    return [(1.0 - busy, delay)] + [(busy * wt, delay + mean / busy * x)
-                                    for x, wt in zip(nodes, weights, strict=True)]
+        return np.ones((1, e)), np.zeros((1, e))
+    return random_wait(*waits)
 
 
 def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
@@ -365,13 +370,8 @@ def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
     s = np.maximum(q[:, :, None], (q / free[:, None])[:, :, None] + z * sd[:, :, None])
     # the waits before a drain (e, K) and their weights: the mean alone, or none and the
     # exponential's nodes; the drain's nodes times the wait's (e, B, J·K)
-    add, pw = delay[:, None], np.ones((e, 1))
-    if waits is not None:
-        x_l, w_l = LAGUERRE
-        mean, busy = waits
-        add = delay[:, None] + np.concatenate([np.zeros((e, 1)), (mean / busy)[:, None] * x_l],
-                                              axis=1)
-        pw = np.concatenate([(1.0 - busy)[:, None], busy[:, None] * w_l], axis=1)
+    pw, extra = (a.T for a in _wait_nodes(e, waits))
+    add = delay[:, None] + extra
     n_k = add.shape[1]
     hk = (h[None, :, None] * pw[:, None, :]).reshape(e, 1, -1)  # (e, 1, J·K)
     wait = (add / free[:, None])[:, None, :] * (1.0 - np.exp(-q))[:, :, None]  # (e, B, K)
