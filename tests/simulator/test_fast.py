@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -73,10 +74,13 @@ def shared_host(cores: int, costs: dict[str, float],
     return parse_config(raw, source="test")
 
 
-def des_wakeups(config: Config, setting: NicSetting, seeds: int = 3) -> float:
-    """The DES's mean wake-ups over `seeds` seeds, for Poisson cases that vary by a few %."""
-    return float(np.mean([simulate_any(config, {"t": setting}, engine="des", seed=s,
-                                       exact=True)[0].interrupts for s in range(seeds)]))
+def des_wakeups(config: Config, setting: NicSetting | dict[str, NicSetting], seeds: int = 3,
+                index: int = 0) -> float:
+    """The DES's mean wake-ups of transmission `index` over `seeds` seeds, for cases that
+    vary by a few % (`setting`: the one transmission's, or every transmission's)."""
+    settings = setting if isinstance(setting, dict) else {"t": setting}
+    return float(np.mean([simulate_any(config, settings, engine="des", seed=s,
+                                       exact=True)[index].interrupts for s in range(seeds)]))
 
 
 def both(config: Config, setting: NicSetting):
@@ -593,9 +597,7 @@ def test_a_random_neighbour_makes_the_wait_before_a_drain_random() -> None:
                 "t1": NicSetting("active_wait", ring_slots=16384, irq_core=0,
                                  placement="same_core")}
     fast = simulate(config, settings)[0]
-    des = np.mean([simulate_any(config, settings, engine="des", seed=s, exact=True)[0]
-                   .interrupts for s in range(2)])
-    assert fast.interrupts == pytest.approx(des, rel=0.04)
+    assert fast.interrupts == pytest.approx(des_wakeups(config, settings, seeds=2), rel=0.04)
 
 
 def test_an_evenly_spaced_neighbour_delays_every_drain_alike() -> None:
@@ -615,12 +617,12 @@ def test_an_evenly_spaced_neighbour_delays_every_drain_alike() -> None:
     assert fast.interrupts == pytest.approx(des.interrupts, rel=0.002)
 
 
-def test_the_binned_chain_draws_a_random_neighbours_wait_per_drain() -> None:
+def test_a_random_neighbours_wait_in_the_binned_chain() -> None:
     """A Poisson passive_wait consumer with ~24 packets a tick at λw ≈ 0.5 (the binned
     chain) beside a Poisson busy_poll neighbour whose 9 000-byte packets take 3.4 µs each:
-    waking at the mean wait said 446 wake-ups; drawing the wait per drain in the chain's
-    transitions, 424; the DES 412, 428 and 402 over three seeds (fidelity grid 0,
-    case-282)."""
+    waking at the mean wait said 446 wake-ups; drawing the wait per drain, 424 (in the
+    chain's transitions; 430 mixing four chains' results); the DES 412, 428 and 402 over
+    three seeds (fidelity grid 0, case-282)."""
     config = shared_host(1, {"irq": 1.880149e-6, "per_packet": 0.4322906e-6,
                              "per_byte": 0.3303451e-9},
                          [(10866, 1500, 331_493.60, "poisson"), (12594, 9000, 66_857.33, "poisson"),
@@ -630,6 +632,33 @@ def test_the_binned_chain_draws_a_random_neighbours_wait_per_drain() -> None:
                 "t1": NicSetting("busy_poll", ring_slots=16384, placement="same_package"),
                 "t2": NicSetting("active_wait", ring_slots=4096, placement="same_die")}
     fast = simulate(config, settings)[0]
-    des = np.mean([simulate_any(config, settings, engine="des", seed=s, exact=True)[0]
-                   .interrupts for s in range(3)])
-    assert fast.interrupts == pytest.approx(des, rel=0.05)
+    assert fast.interrupts == pytest.approx(des_wakeups(config, settings), rel=0.05)
+
+
+@pytest.mark.parametrize("chain", ["exact", "binned"])
+def test_the_chains_mix_the_random_wait_over_its_nodes(chain: str) -> None:
+    """The Poisson chains draw a random wait per drain: with no chance of it (busy 0) the
+    result is the no-wait one to the last bit; with a wait every drain has (busy → 1, no
+    spread left: the exponential's nodes around a mean of 2 µs) the cycle is longer than
+    with none and shorter than with all of it at the longest node."""
+    from nictune.simulator import fast_passive as fp
+    from nictune.simulator.fast_base import random_wait
+
+    e = 4
+    lam, ws, ti = np.full(e, 2e5), np.full(e, 2.5e-6), np.full(e, 4e-6)
+    period, ring = np.array([5e-6, 1e-5, 2e-5, 4e-5]), np.full(e, 1024.0)
+    if chain == "exact":
+        run = functools.partial(fp._passive_chain, lam, ws, ti, period, ring, np.ones(e, bool))
+    else:  # past λw = 0.4 with many packets a tick
+        ws, period = np.full(e, 3e-6), period * 10
+        run = functools.partial(fp._passive_binned, lam, ws, ti, period, ring, np.ones(e, bool))
+    delay = np.full(e, 1e-6)
+    plain = run(delay)
+    none = run(delay, waits=(np.full(e, 2e-6), np.zeros(e)))
+    for a, b in zip(plain, none, strict=True):
+        np.testing.assert_array_equal(a, b)
+    busy = np.full(e, 0.999)
+    mixed = run(delay, waits=(np.full(e, 2e-6), busy))
+    longest = run(delay + random_wait(np.full(e, 2e-6), busy)[1][-1])
+    assert np.all(plain[0] <= mixed[0] + 1e-12) and np.all(mixed[0] <= longest[0] + 1e-12)
+    assert np.any(mixed[0] > plain[0] * 1.01)
