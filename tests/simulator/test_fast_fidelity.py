@@ -3,12 +3,12 @@
 A small version of benchmarks/fidelity.py (fixed seed, exact DES runs), so the engines
 cannot drift apart unnoticed. The issue's bounds — median ≤ 2 %, 95th percentile ≤ 5 % of
 the relative error — hold for throughput on every row and for interrupts on one host
-(benchmarks/fidelity.py over two grids of 500 cases: p95 1.7 % and 1.3 %). For shared
+(benchmarks/fidelity.py over six grids of 500 cases: p95 1.9 % and 1.4 %). For shared
 cores (a neighbour's drains meeting a consumer's, see docs/engines.md) the median is ≈ 0
-but the tail is long (95th percentile 18 %), and on this short grid (6 000 packets, a few
+but the tail is long (95th percentile 19 %), and on this short grid (6 000 packets, a few
 hundred wake-ups) one-host passive_wait is noisy; those rows are held to a looser bound
-(median ≤ 2 %, 75th percentile ≤ 6 %) that still catches a regression. CPU busy time:
-p95 ≤ 5 %.
+(median ≤ 2 %, 75th percentile ≤ 4 %; the grid gives 1.6 %) that still catches a
+regression. CPU busy time: p95 ≤ 5 %.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_interrupts_of_passive_wait_and_shared_cores_stay_close(rows: list[dict]
     """A regression guard, not the issue's bound: the tail here is documented (engines.md)."""
     rest = np.asarray([r["errors"]["interrupts"] for r in rows
                        if r["kind"] == "shared" or r["des"]["setting"]["mode"] == "passive_wait"])
-    assert np.median(rest) <= 0.02 and np.percentile(rest, 75) <= 0.06, np.percentile(
+    assert np.median(rest) <= 0.02 and np.percentile(rest, 75) <= 0.04, np.percentile(
         rest, [50, 75, 95])
 
 
