@@ -33,8 +33,17 @@ import numpy as np
 
 from nictune.model import PLACEMENT_COST, PLACEMENTS, Config, NicSetting, Transmission
 from nictune.simulator.batch import ACTIVE, BUSY, PASSIVE, WATERMARK, SettingBatch
-from nictune.simulator.fast_base import ONOFF, POISSON, TINY, Ctx, Mode, Workload, poisson_excess
-from nictune.simulator.fast_passive import passive
+from nictune.simulator.fast_base import (
+    ONOFF,
+    POISSON,
+    TINY,
+    Ctx,
+    Mode,
+    Workload,
+    poisson_excess,
+    random_wait,
+)
+from nictune.simulator.fast_passive import draws_waits, passive
 from nictune.simulator.fast_shared import (
     RANDOM_WAIT,
     Wakes,
@@ -138,17 +147,10 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     awake = (pas | wat) & np.isfinite(share.r) & (share.behind < 1.0) & (lam * awake_ws < 1.0)
     ws_mode = np.where(awake, awake_ws, ws).ravel()
 
-    def run(mask: np.ndarray, fn: Callable[..., Mode], *names: str) -> None:
-        sel = np.flatnonzero(mask.ravel())
-        if sel.size:
-            cx = Ctx.build(wl, col[sel], ws_mode[sel], flat["ring"][sel])
-            out = fn(cx, *(flat[k][sel] for k in names))
-            for key in res:
-                res[key][sel] = getattr(out, key)
-
     # shared hosts: the part of the wait before a drain that random neighbours cause is
-    # drawn afresh at each drain (`mix_waits`); the modes first run with the rest ("even")
-    # and the Poisson chains draw that part themselves ("rand_wait", "rand_busy")
+    # drawn afresh at each drain (`mix_waits`): the modes run with the rest ("even") and,
+    # in the same call, at the nodes of that part, except where the Poisson chains draw it
+    # themselves ("rand_wait", "rand_busy")
     flat["even"], flat["rand_wait"], flat["rand_busy"] = (
         flat["delay"], np.zeros(col.size), np.zeros(col.size))
     if wl.groups:
@@ -159,21 +161,40 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
             np.isfinite(flat["r"]) & (flat["behind"] >= 1.0))  # (those never sleep)
         flat["even"] = np.where(mixed, flat["delay"] * (1.0 - rand), flat["delay"])
         flat["rand_wait"], flat["rand_busy"] = rand_wait * mixed, rand_busy * mixed
+
+    def run(mask: np.ndarray, fn: Callable[..., Mode], *names: str,
+            draws: Callable[[Ctx, np.ndarray], np.ndarray] | None = None) -> None:
+        """`fn` on the elements of `mask`, and on copies of those with a random wait at
+        its nodes (none where `draws` says the mode draws it itself), in one call."""
+        sel = np.flatnonzero(mask.ravel())
+        if not sel.size:
+            return
+        mix = sel[flat["rand_busy"][sel] > 0]
+        if draws is not None and mix.size:
+            mix = mix[~draws(Ctx.build(wl, col[mix], ws_mode[mix], flat["ring"][mix]),
+                             flat["period"][mix])]
+        p, waits = random_wait(flat["rand_wait"][mix], flat["rand_busy"][mix])
+        at = np.concatenate([sel, np.tile(mix, waits.shape[0] - 1)])
+        own = np.arange(at.size) < sel.size  # (a copy: its wait is all in "even")
+        args = {k: flat[k][at] for k in names}
+        if "even" in args:
+            args["even"] = args["even"] + np.concatenate([np.zeros(sel.size),
+                                                          waits[1:].ravel()])
+        for k in ("rand_wait", "rand_busy"):
+            if k in args:
+                args[k] = np.where(own, args[k], 0.0)
+        out = fn(Ctx.build(wl, col[at], ws_mode[at], flat["ring"][at]), *args.values())
+        every = {key: np.broadcast_to(getattr(out, key), at.shape) for key in res}
+        for key, value in every.items():
+            res[key][sel] = value[:sel.size]
+        if mix.size:
+            mix_waits(res, mix, p, {key: v[sel.size:].reshape(-1, mix.size)
+                                    for key, v in every.items()})
+
     run(act, _active, "high")
-    run(pas, passive, "period", "even", "rand_wait", "rand_busy")
+    run(pas, passive, "period", "even", "rand_wait", "rand_busy", draws=draws_waits)
     run(wat, _watermark, "wm", "tau", "n_wake", "even")
     run(bus, _busy_poll)
-    for mask, fn, names in ((pas, passive, ("period",)),
-                            (wat, _watermark, ("wm", "tau", "n_wake"))):
-        sel = np.flatnonzero(mask.ravel() & (flat["rand_busy"] > 0)
-                             & (res["waits_drawn"] == 0))
-        if sel.size:
-            def with_wait(i: np.ndarray, d: np.ndarray, fn=fn, sel=sel, names=names) -> Mode:
-                at = sel[i]
-                cx = Ctx.build(wl, col[at], ws_mode[at], flat["ring"][at])
-                return fn(cx, *(flat[k][at] for k in names), flat["even"][at] + d)
-
-            mix_waits(res, sel, with_wait, flat["rand_wait"][sel], flat["rand_busy"][sel])
     # a batched consumer that keeps up beside a backlogged neighbour: while it does, its
     # drains alternate with the neighbour's packets (cost alt_ws); the wake-ups are the
     # two regimes' in proportion to their time

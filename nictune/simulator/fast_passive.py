@@ -32,6 +32,28 @@ def _normal_nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
 _HERMITE = _normal_nodes(7)
 
 
+def _routes(cx: Ctx, period: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which model takes each element: evenly spaced arrivals follow the cycles packet by
+    packet (`even`); Poisson ones take the exact chain of `size` (index into CHAIN_SIZES,
+    −1: none fits) or, past λw = 0.4 with too many packets per tick for it, the binned
+    chain (`binned`: the fluid map's noise feedback, slope λw/(1 − λw), is already 0.67
+    there); the rest the fluid map."""
+    lam, ws = cx.lam, cx.ws
+    even = ~cx.poisson & ~cx.onoff & (lam * ws < 0.95)
+    size = np.full(lam.shape, -1)
+    po = np.flatnonzero(cx.poisson)
+    size[po] = _chain_size(lam[po], ws[po], cx.ti[po], period[po], cx.ring[po])
+    binned = cx.poisson & (size < 0) & (lam * ws > 0.4) & (lam * ws < 0.95)
+    return even, size, binned
+
+
+def draws_waits(cx: Ctx, period: np.ndarray) -> np.ndarray:
+    """The elements whose model draws a random wait before each drain itself (the Poisson
+    chains, exact and binned; `passive`'s `wait_mean`, `wait_busy`)."""
+    _, size, binned = _routes(cx, period)
+    return binned | (size >= 0)
+
+
 def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
             wait_mean: np.ndarray | None = None, wait_busy: np.ndarray | None = None) -> Mode:
     """Timer ticks every T; a tick that finds the consumer idle wakes it (`_passive_map`).
@@ -46,15 +68,8 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
     caller.
     """
     lam, ti, ws, ring = cx.lam, cx.ti, cx.ws, cx.ring
-    # evenly spaced arrivals: follow the cycles packet by packet; otherwise the fluid map
-    even = ~cx.poisson & ~cx.onoff & (lam * ws < 0.95)
-    size = np.full(lam.shape, -1)
-    po = np.flatnonzero(cx.poisson)
-    size[po] = _chain_size(lam[po], ws[po], ti[po], period[po], ring[po])
+    even, size, binned = _routes(cx, period)
     cycle, taken, dropped, p_empty = (np.zeros(lam.shape) for _ in range(4))
-    # Poisson past λw = 0.4 with too many packets per tick for the exact chain: binned chain
-    # (the map's noise feedback, slope λw/(1 − λw), is already 0.67 there)
-    binned = cx.poisson & (size < 0) & (lam * ws > 0.4) & (lam * ws < 0.95)
     parts = [(np.flatnonzero(even), _passive_cbr),
              (np.flatnonzero(~even & (size < 0) & ~binned & ~cx.onoff), _passive_map),
              (np.flatnonzero(~even & (size < 0) & ~binned & cx.onoff), _passive_phases)]

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from nictune.simulator.batch import ACTIVE, SettingBatch
-from nictune.simulator.fast_base import CBR, TINY, Mode, Workload, random_wait
+from nictune.simulator.fast_base import CBR, TINY, Workload
 
 # the random part of a drain's wait: 4 · resid / (1 − ρ) where the even part is 3 ·
 # (`queue_wait`; chosen on the developed-against fidelity grids, see fast.md)
@@ -336,35 +336,30 @@ def _waterfill_rows(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarr
     return np.where(lam > r, r, np.inf)
 
 
-def mix_waits(res: dict[str, np.ndarray], sel: np.ndarray,
-              mode: Callable[[np.ndarray, np.ndarray], Mode], wait: np.ndarray,
-              busy: np.ndarray) -> None:
+def mix_waits(res: dict[str, np.ndarray], sel: np.ndarray, p: np.ndarray,
+              nodes: dict[str, np.ndarray]) -> None:
     """The results of `sel` when part of the wait before each drain is random.
 
     An evenly spaced neighbour's work comes at the same place in each of its cycles, and
     the mean wait it causes (`queue_wait`) is what every drain sees; a random neighbour's
     (Poisson, onoff) is queued or not when a drain starts, and a mean stands for a spread
-    that decides whether the drain ends before the next tick or packet. That part (mean
-    `wait`) is none when the core is free of their work (1 − `busy`) and about
-    exponential with mean wait / busy otherwise (`random_wait`, the usual approximation
-    of an M/G/1 wait). `res` holds the mode's results with none of it; `mode(i, wait)`
-    runs the mode for elements sel[i] (an index may repeat) with that much: the three
-    Gauss–Laguerre nodes of the exponential, side by side in one call. Each wake-up draws
-    its own wait, so the mean cycle is the mixture (wake-ups: its harmonic mean, empty
-    ones in proportion); latency, duration and deliveries are the nodes' weighted mean.
+    that decides whether the drain ends before the next tick or packet. That part is none
+    when the core is free of their work and about exponential otherwise (`random_wait`:
+    weights `p`, (K + 1, m), no wait first, the usual approximation of an M/G/1 wait).
+    `res` holds the mode's results with none of it, `nodes` (each field (K, m)) those at
+    the exponential's nodes. Each wake-up draws its own wait, so the mean cycle is the
+    mixture (wake-ups: its harmonic mean, empty ones in proportion); latency, duration
+    and deliveries are the nodes' weighted mean.
     """
-    p, waits = random_wait(wait, busy)  # (4, m): no wait first
-    m, k = sel.size, p.shape[0] - 1
-    out = mode(np.tile(np.arange(m), k), waits[1:].ravel())
-    def nodes(key: str) -> np.ndarray:
-        return np.vstack([res[key][sel], getattr(out, key).reshape(k, m)])
+    def stack(key: str) -> np.ndarray:
+        return np.vstack([res[key][sel], nodes[key]])
 
-    counts = np.maximum(nodes("interrupts"), TINY)
+    counts = np.maximum(stack("interrupts"), TINY)
     inv = (p / counts).sum(axis=0)
-    res["empty"][sel] = (p * nodes("empty") / counts).sum(axis=0) / inv
+    res["empty"][sel] = (p * stack("empty") / counts).sum(axis=0) / inv
     res["interrupts"][sel] = 1.0 / inv
     for key in ("delivered", "duration", "lat_mean", "lat_p99"):
-        res[key][sel] = (p * nodes(key)).sum(axis=0)
+        res[key][sel] = (p * stack(key)).sum(axis=0)
 
 
 def random_share(wl: Workload, b: SettingBatch, load: np.ndarray) -> np.ndarray:
