@@ -102,6 +102,13 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
         avg = _passive_map(cx.c("rate")[oo], ws[oo], ti[oo], period[oo], ring[oo],
                            cx.poisson[oo], delay[oo])
         smooth[oo] = (avg[0] > on[oo] + off[oo]) & (lam[oo] * ws[oo] < 1.0)
+        # the ring holds what arrives from a drain's end to the next tick: whole bursts and
+        # parts of them, more or fewer by where the window falls, so it overflows by the
+        # mean over that phase, more than at the mean rate
+        window = avg[0] - avg[1] * ws[oo] - delay[oo]
+        over = _window_overflow(lam[oo], cx.c("per_burst")[oo], cx.c("cycle")[oo], window,
+                                ring[oo])
+        avg = (avg[0], avg[1] + avg[2] - over, over, avg[3])
         pick = oo[smooth[oo]]
         for arr, alt in zip((cycle, taken, dropped, p_empty), avg, strict=True):
             arr[pick] = alt[smooth[oo]]
@@ -198,6 +205,22 @@ def _passive_bursts(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
         late += step * (m >= last // 2)
     rest = np.clip(bursts - last, 0.0, None) / np.maximum(last - last // 2, 1.0)
     return tuple(totals + late * rest)
+
+
+def _window_overflow(lam: np.ndarray, per_burst: np.ndarray, cycle: np.ndarray,
+                     window: np.ndarray, ring: np.ndarray, phases: int = 32) -> np.ndarray:
+    """Packets a ring of `ring` slots loses per window of onoff arrivals (bursts of
+    `per_burst` packets at rate λ every `cycle` s): the mean over where the window starts
+    in the burst cycle (`phases` points) of what arrives in it beyond the ring."""
+    u = (np.arange(phases) + 0.5)[None, :] / phases * cycle[:, None]
+    burst = (per_burst / lam)[:, None]
+
+    def arrived(t: np.ndarray) -> np.ndarray:  # packets from the cycle's start to t
+        return (np.floor(t / cycle[:, None]) * per_burst[:, None]
+                + lam[:, None] * np.minimum(np.mod(t, cycle[:, None]), burst))
+
+    held = arrived(u + np.clip(window, 0.0, None)[:, None]) - arrived(u)
+    return np.clip(held - ring[:, None], 0.0, None).mean(axis=1)
 
 
 def _passive_phases(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
