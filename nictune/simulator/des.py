@@ -40,6 +40,7 @@ SLEEP, WAKING, DRAIN, DONE = range(4)
 WAKE, AW = 0, 1  # interrupt kinds: a consumer wake-up, an active_wait packet
 FIRST_CHUNK = 16  # arrivals a drain scans in plain Python before NumPy slices (x4 each)
 MAX_CHUNK = 65536
+START_UP = 0.05  # share of a window's first phase whose drops count once
 
 
 class Consumer:
@@ -499,20 +500,28 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
         groups.setdefault((config.host_of(t).name, settings[t.id].irq_core), []).append(t)
     results: dict[str, Metrics] = {}
     for group in groups.values():  # one core at a time: only its arrays are in memory
-        consumers = []
         fraction = 1.0 if exact else window_fraction([t.packets for t in group], window)
-        for t in group:
-            s, host, nic = settings[t.id], config.host_of(t), config.nic_of(t)
-            n = max(1, round(t.packets * fraction))
-            shortened = replace(t, start=t.start * fraction)
-            consumers.append(Consumer(
-                s, arrival_times(shortened, nic, seed, index[t.id], n),
-                work_per_packet(config, t, s.placement, memory[t.id]),
-                host.costs.irq, host.costs.poll_check, host.backlog_slots))
+        arrivals = [arrival_times(replace(t, start=t.start * fraction), config.nic_of(t),
+                                  seed, index[t.id], max(1, round(t.packets * fraction)))
+                    for t in group]
+
+        consumers = [Consumer(settings[t.id], a, work_per_packet(
+            config, t, settings[t.id].placement, memory[t.id]), config.host_of(t).costs.irq,
+            config.host_of(t).costs.poll_check, config.host_of(t).backlog_slots)
+            for t, a in zip(group, arrivals, strict=True)]
         run_core(consumers, vectorised)
-        results.update((t.id, _metrics(config, t, c)) for t, c in zip(group, consumers,
-                                                                       strict=True))
+        start_up = _start_up(arrivals, [t.start * fraction for t in group])
+        results.update((t.id, _metrics(config, t, c, start_up)) for t, c in zip(
+            group, consumers, strict=True))
     return [results[t.id] for t in transmissions]
+
+
+def _start_up(arrivals: Sequence[np.ndarray], starts: Sequence[float]) -> tuple[float, float]:
+    """(first arrival, end of the start-up) of a core: the start-up is START_UP of its
+    first phase (until a transmission starts or ends)."""
+    first = min(a[0] for a in arrivals)
+    edges = [t for t in (*starts, *(a[-1] for a in arrivals)) if t > first]
+    return first, first + START_UP * ((min(edges) if edges else first) - first)
 
 
 def window_fraction(packets: Sequence[int], window: int) -> float:
@@ -540,11 +549,15 @@ def _scaled_counts(parts: Sequence[int], total: int) -> list[int]:
     return out
 
 
-def _metrics(config: Config, t: Transmission, c: Consumer) -> Metrics:
+def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float, float]
+             ) -> Metrics:
     """Totals for the whole transmission. From a window, steady-state quantities scale by
     N/window: delivered and dropped packets, interrupts, CPU, and the arrival span in the
-    duration; end effects do not: the stranded packets (those after the last wake-up) and
-    the tail from the last arrival to the last delivery happen once."""
+    duration; end effects do not: the stranded packets (those after the last wake-up),
+    the tail from the last arrival to the last delivery, and the packets dropped in the
+    start-up (`_start_up`: e.g. the ring a first tick finds overfull) happen once; the
+    drop rate of as long a stretch after it stands in for the start-up's own stretch,
+    which the window shortens like the rest."""
     host, nic = config.host_of(t), config.nic_of(t)
     ok = np.isfinite(c.finish)
     delivered = int(ok.sum())
@@ -556,8 +569,17 @@ def _metrics(config: Config, t: Transmission, c: Consumer) -> Metrics:
         span = c.AL[-1] - c.AL[0]
         duration_s += (span * (t.packets - 1) / (c.n - 1) - span if c.n > 1
                        else duration_s * (scale - 1))
+    lost = c.dropped * scale
+    if c.dropped and scale > 1:
+        gone = ~ok
+        gone[c.acc[c.n_taken:c.n_acc]] = False  # (stranded, not dropped)
+        first, end = start_up
+        d1, d2 = (int(gone[:np.searchsorted(c.A, first + k * (end - first), "right")].sum())
+                  for k in (1, 2))
+        lost = d1 + (c.dropped - d1) * scale + (d2 - d1) * (scale - 1)
     if delivered + c.dropped:
-        d, dropped = _scaled_counts([delivered, c.dropped], t.packets - stranded)
+        lost = min(lost, t.packets - stranded)
+        d, dropped = _scaled_counts([t.packets - stranded - lost, lost], t.packets - stranded)
     else:
         d, dropped, stranded = 0, 0, t.packets
     cpu_s = duration_s if c.mode == "busy_poll" else c.cpu * scale

@@ -178,6 +178,21 @@ def test_window_scales_the_steady_state_not_the_end_effects():
     assert abs(win.duration_s - exact.duration_s) < 0.1
 
 
+def test_window_counts_the_start_up_once():
+    """The first tick, 1 ms in, finds 300 packets for 256 slots and drops 46; after it the
+    drains keep the ring below 256. Scaled with the window (×20) those 46 would be 920.
+    (Interrupts and CPU scale whole: a start-up's few extra wake-ups are noise.)"""
+    cfg = config(packets=400_000, rate="300kpps", arrival="cbr")
+    s = {"t0": NicSetting("passive_wait", poll_interval=1e-3, ring_slots=256)}
+    exact = des.simulate(cfg, s, exact=True)[0]
+    win = des.simulate(cfg, s, window=20_000)[0]
+    assert win.extrapolated and conserved(win)
+    assert 0 < exact.packets_dropped < 100
+    assert win.packets_dropped == pytest.approx(exact.packets_dropped, abs=2)
+    for key in ("interrupts", "cpu_busy_s", "throughput_bps"):
+        assert getattr(win, key) == pytest.approx(getattr(exact, key), rel=0.01), key
+
+
 def test_window_fraction_shortens_a_cores_transmissions_alike():
     assert des.window_fraction([1_000_000], 200_000) == 0.2  # alone: the first window
     assert des.window_fraction([1_000, 5_000], 200_000) == 1.0  # all fit: exact
@@ -203,7 +218,8 @@ def test_window_on_a_shared_core_keeps_its_phases():
     assert all(m.extrapolated and conserved(m) for m in win)
     drops = [[m.packets_dropped / m.packets_offered for m in r] for r in (exact, win)]
     assert drops[0][0] < 0.03 and drops[0][1] > 0.1  # the phases differ
-    assert drops[1] == pytest.approx(drops[0], abs=0.005)
+    assert drops[1][0] == pytest.approx(drops[0][0], abs=0.004)
+    assert drops[1][1] == pytest.approx(drops[0][1], abs=0.03)  # (by seed: 13.5-17.5 %)
     assert win[0].interrupts == pytest.approx(exact[0].interrupts, rel=0.05)
     assert win[0].throughput_bps == pytest.approx(exact[0].throughput_bps, rel=0.02)
 
