@@ -41,6 +41,8 @@ WAKE, AW = 0, 1  # interrupt kinds: a consumer wake-up, an active_wait packet
 FIRST_CHUNK = 16  # arrivals a drain scans in plain Python before NumPy slices (x4 each)
 MAX_CHUNK = 65536
 START_UP = 0.05  # share of a window's first phase whose drops count once
+WAKE_UPS = 100  # wake-ups the window holds at least (`window_fraction`) ...
+MAX_WINDOWS = 20  # ... unless that simulates more than this many windows on a core
 
 
 class Consumer:
@@ -500,7 +502,9 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
         groups.setdefault((config.host_of(t).name, settings[t.id].irq_core), []).append(t)
     results: dict[str, Metrics] = {}
     for group in groups.values():  # one core at a time: only its arrays are in memory
-        fraction = 1.0 if exact else window_fraction([t.packets for t in group], window)
+        fraction = 1.0 if exact else window_fraction(
+            [t.packets for t in group], window,
+            [_wake_interval(settings[t.id], t) * t.rate / t.packets for t in group])
         arrivals = [arrival_times(replace(t, start=t.start * fraction), config.nic_of(t),
                                   seed, index[t.id], max(1, round(t.packets * fraction)))
                     for t in group]
@@ -524,7 +528,8 @@ def _start_up(arrivals: Sequence[np.ndarray], starts: Sequence[float]) -> tuple[
     return first, first + START_UP * ((min(edges) if edges else first) - first)
 
 
-def window_fraction(packets: Sequence[int], window: int) -> float:
+def window_fraction(packets: Sequence[int], window: int,
+                    wakes: Sequence[float] = ()) -> float:
     """The fraction of each of one core's transmissions that the DES simulates.
 
     Alone on its core, a transmission's first `window` packets. Beside others, every one is
@@ -533,9 +538,27 @@ def window_fraction(packets: Sequence[int], window: int) -> float:
     `window` packets of each would cover different stretches of time, and a stream that
     outlives its neighbours would be extrapolated from the crowded start alone. The factor
     leaves the shortest transmission `window` packets, unless the core would then simulate
-    more than two windows per transmission (a short one beside long ones keeps fewer)."""
-    return min(1.0, window / max(min(packets), 1),
-               2.0 * window * len(packets) / max(sum(packets), 1))
+    more than two windows per transmission (a short one beside long ones keeps fewer).
+
+    `wakes`: each one's time between wake-ups as a share of its span. The window holds at
+    least WAKE_UPS of them (a tick every 160 ms needs 16 s: with fewer, the start-up's
+    swings and the ticks' phases against the neighbours' do not average out), unless that
+    is more than MAX_WINDOWS windows in all."""
+    by_packets = min(window / max(min(packets), 1),
+                     2.0 * window * len(packets) / max(sum(packets), 1))
+    by_wakes = min(WAKE_UPS * max(wakes, default=0.0),
+                   MAX_WINDOWS * window / max(sum(packets), 1))
+    return min(1.0, max(by_packets, by_wakes))
+
+
+def _wake_interval(s: NicSetting, t: Transmission) -> float:
+    """About how long a consumer sleeps between wake-ups (0: it wakes per packet)."""
+    if s.mode == "passive_wait":
+        return s.poll_interval or 0.0
+    if s.mode == "watermark":
+        fill = (s.watermark or 1) / t.rate
+        return min(fill, s.watermark_timeout) if s.watermark_timeout else fill
+    return 0.0
 
 
 def _scaled_counts(parts: Sequence[int], total: int) -> list[int]:

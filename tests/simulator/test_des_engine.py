@@ -162,20 +162,35 @@ def test_window_extrapolates_within_2_percent_of_exact():
 
 def test_window_scales_the_steady_state_not_the_end_effects():
     """Stranding (after the last wake-up) and the tail after the last arrival happen once:
-    they are not multiplied by N/window."""
+    they are not multiplied by N/window. (A wake-up every 0.15 s: 20 000 packets hold the
+    100 wake-ups a window needs at least.)"""
     cfg = config(packets=50_050, rate="1kpps", arrival="cbr")
-    s = {"t0": NicSetting("watermark", watermark=300, watermark_timeout=0.0)}
+    s = {"t0": NicSetting("watermark", watermark=150, watermark_timeout=0.0)}
     exact = des.simulate(cfg, s, exact=True)[0]
     win = des.simulate(cfg, s, window=20_000)[0]
-    assert exact.packets_stranded == 50_050 % 300
-    assert win.packets_stranded == 20_000 % 300 < 300
+    assert exact.packets_stranded == 50_050 % 150
+    assert win.window_packets == 20_000
+    assert win.packets_stranded == 20_000 % 150
     assert conserved(win)
-    assert abs(win.duration_s - exact.duration_s) < 300 / 1e3  # stranded: < W arrivals
+    assert abs(win.duration_s - exact.duration_s) < 150 / 1e3  # stranded: < W arrivals
     assert win.throughput_bps == pytest.approx(exact.throughput_bps, rel=2e-3)
-    s = {"t0": NicSetting("watermark", watermark=300, watermark_timeout=0.4)}
+    s = {"t0": NicSetting("watermark", watermark=150, watermark_timeout=0.4)}
     exact, win = (des.simulate(cfg, s, window=w)[0] for w in (50_050, 20_000))
-    # the tail (≤ 0.4 s) comes once; scaled with the window it would add ~0.75 s
+    # the tail (≤ 0.4 s) comes once; scaled with the window it would add ~0.6 s
     assert abs(win.duration_s - exact.duration_s) < 0.1
+
+
+def test_window_holds_100_wake_ups_at_least():
+    """A tick every 50 ms over a 20 s transmission: 100 ticks need 5 s of it, more than the
+    window's 20 000 packets; a core cannot be made to simulate more than 20 windows."""
+    assert des.window_fraction([200_000], 20_000, [0.05 / 20]) == pytest.approx(0.25)
+    assert des.window_fraction([200_000], 20_000, [0.001 / 20]) == 0.1  # the packets'
+    assert des.window_fraction([10_000_000], 20_000, [1.0]) == pytest.approx(0.04)
+    cfg = config(packets=200_000, rate="10kpps", arrival="cbr")
+    s = {"t0": NicSetting("passive_wait", poll_interval=0.05)}
+    win = des.simulate(cfg, s, window=20_000)[0]
+    assert win.window_packets == 50_000
+    assert win.interrupts == pytest.approx(20.0 / 0.05, rel=0.01)
 
 
 def test_window_counts_the_start_up_once():
@@ -214,7 +229,7 @@ def test_window_on_a_shared_core_keeps_its_phases():
     settings = {"t0": s, "t1": s}
     exact = des.simulate(cfg, settings, exact=True)
     win = des.simulate(cfg, settings, window=6_000)
-    assert [m.window_packets for m in win] == [21_818, 2_182]
+    assert [m.window_packets for m in win] == [35_000, 3_500]  # 100 ticks of t1
     assert all(m.extrapolated and conserved(m) for m in win)
     drops = [[m.packets_dropped / m.packets_offered for m in r] for r in (exact, win)]
     assert drops[0][0] < 0.03 and drops[0][1] > 0.1  # the phases differ
