@@ -49,6 +49,7 @@ from nictune.simulator.fast_shared import (
     Wakes,
     core_share,
     mix_waits,
+    partners,
     queue_wait,
     random_share,
     wake_load,
@@ -129,6 +130,17 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         # interrupts slow it down
         ws = np.where(act, w / np.clip(1.0 - (share.high - hard), 0.02, None), ws)
     delay = queue_wait(share)
+    add = np.zeros(shape)  # (the partners' drains)
+    if wl.groups:
+        # passive partners (one NIC's transmissions) drain together at every tick: out of
+        # the others' average share, into each drain
+        part = partners(wl, b, w, pas, period)
+        has = part.drain > 0
+        rest = np.clip(share.rho_o - part.load, 0.0, None)
+        ws = np.where(has, w / np.clip(1.0 - rest, 0.02, None), ws)
+        delay = np.where(has, 3.0 * np.clip(share.resid - part.resid, 0.0, None)
+                         / np.clip(1.0 - rest, 0.02, None), delay)
+        add = part.drain
 
     col = np.broadcast_to(np.arange(shape[1]), shape).ravel()
     flat = {"ws": ws.ravel(), "ring": b.ring_slots.ravel(), "w": w.ravel(),
@@ -161,6 +173,8 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
             np.isfinite(flat["r"]) & (flat["behind"] >= 1.0))  # (those never sleep)
         flat["even"] = np.where(mixed, flat["delay"] * (1.0 - rand), flat["delay"])
         flat["rand_wait"], flat["rand_busy"] = rand_wait * mixed, rand_busy * mixed
+        flat["even"] = flat["even"] + add.ravel()
+        flat["delay"] = flat["delay"] + add.ravel()
 
     def run(mask: np.ndarray, fn: Callable[..., Mode], *names: str,
             draws: Callable[[Ctx, np.ndarray], np.ndarray] | None = None) -> None:

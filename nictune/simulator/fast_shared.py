@@ -377,6 +377,48 @@ def random_share(wl: Workload, b: SettingBatch, load: np.ndarray) -> np.ndarray:
     return out
 
 
+class Partners(NamedTuple):
+    """Batched consumers' partners: passive consumers on the same core with the same timer
+    (same period and start, as the transmissions of one NIC have). They wake at the same
+    ticks, so each drain alternates with theirs every time rather than meeting the
+    others' work at a random moment. Arrays (P, T); zero where a consumer has none."""
+
+    load: np.ndarray  # the partners' packet load, in the others' average share
+    resid: np.ndarray  # their residual-work rate, likewise
+    drain: np.ndarray  # the time they add to each drain instead
+
+
+def partners(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
+             period: np.ndarray) -> Partners:
+    """Each passive consumer's partners (`Partners`). A drain of q packets beside a
+    partner's of q_j alternates with it packet by packet (round-robin): it takes
+    min(q, q_j) of the partner's packets, and half of its wake-up, on top of its own; q
+    is about the packets of one period, capped by the ring. Weighted by how much of the
+    consumer's span the two overlap."""
+    out = Partners(*(np.zeros(w.shape) for _ in range(3)))
+    for cols in wl.groups:
+        per, pc = period[:, cols], pas[:, cols]
+        start, span = wl.start[cols], wl.span[cols]
+        offset = np.mod(start[None, :, None] - start[None, None, :], per[:, :, None])
+        same = (pc[:, :, None] & pc[:, None, :] & ~np.eye(cols.size, dtype=bool)
+                & (b.irq_core[:, cols, None] == b.irq_core[:, None, cols])
+                & (per[:, :, None] == per[:, None, :])
+                & (np.minimum(offset, per[:, :, None] - offset) < 1e-3 * per[:, :, None]))
+        if not same.any():
+            continue
+        end = start + span
+        both = np.clip(np.minimum(end[:, None], end[None, :])
+                       - np.maximum(start[:, None], start[None, :]), 0.0, None)
+        weight = same * (both / np.maximum(span, TINY)[:, None])[None]  # (P, i, j)
+        lam, wj = wl.local[cols], w[:, cols]
+        q = np.minimum(lam * per, b.ring_slots[:, cols])
+        out.load[:, cols] = np.einsum("pij,pj->pi", weight, lam * wj)
+        out.resid[:, cols] = np.einsum("pij,pj->pi", weight, lam * wj * wj / 2.0)
+        taken = np.minimum(q[:, :, None], q[:, None, :]) * wj[:, None, :]
+        out.drain[:, cols] = np.einsum("pij,pij->pi", weight, taken + wl.ti[cols] / 2.0)
+    return out
+
+
 def queue_wait(share: _Share) -> np.ndarray:
     """How long a wake-up's drain first waits for the others' packet work: the core takes
     one request per consumer in turn, so the drain's first packet waits for the packet in
