@@ -47,6 +47,7 @@ from nictune.simulator.fast_passive import draws_waits, passive
 from nictune.simulator.fast_shared import (
     RANDOM_WAIT,
     Wakes,
+    alternation_lost,
     core_share,
     mix_waits,
     partners,
@@ -222,6 +223,18 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
             f = flat["alt"][sel]
             for key in ("interrupts", "empty"):
                 res[key][sel] = f * getattr(out, key) + (1.0 - f) * res[key][sel]
+    if wl.groups and np.any(add > 0):
+        # a partner's drain can serve one below its arrivals: what its ring loses then,
+        # from what a tick finds (the window from a drain's end to the next tick)
+        wakes = np.maximum(res["interrupts"], 1.0)
+        window = np.clip(wl.span[col] / wakes - res["delivered"] / wakes * flat["ws"]
+                         - add.ravel(), 0.0, None)
+        queued = np.minimum(wl.local[col] * window,
+                            flat["ring"]).reshape(shape)
+        lost = alternation_lost(wl, b, w, part, queued, period).ravel() * pas.ravel()
+        over = np.flatnonzero(lost > 0)
+        res["delivered"][over] = np.clip(res["delivered"][over] - lost[over] * wakes[over],
+                                         0.0, None)
     sat = np.flatnonzero(np.isfinite(flat["r"]))
     if sat.size:
         cx = Ctx.build(wl, col[sat], flat["ws"][sat], flat["ring"][sat])

@@ -386,6 +386,7 @@ class Partners(NamedTuple):
     load: np.ndarray  # the partners' packet load, in the others' average share
     resid: np.ndarray  # their residual-work rate, likewise
     drain: np.ndarray  # the time they add to each drain instead
+    pairs: list[tuple[np.ndarray, np.ndarray]]  # per host: (columns, weights (P, i, j))
 
 
 def partners(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
@@ -395,7 +396,7 @@ def partners(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
     min(q, q_j) of the partner's packets, and half of its wake-up, on top of its own; q
     is about the packets of one period, capped by the ring. Weighted by how much of the
     consumer's span the two overlap."""
-    out = Partners(*(np.zeros(w.shape) for _ in range(3)))
+    out = Partners(*(np.zeros(w.shape) for _ in range(3)), [])
     for cols in wl.groups:
         per, pc = period[:, cols], pas[:, cols]
         start, span = wl.start[cols], wl.span[cols]
@@ -416,6 +417,26 @@ def partners(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
         out.resid[:, cols] = np.einsum("pij,pj->pi", weight, lam * wj * wj / 2.0)
         taken = np.minimum(q[:, :, None], q[:, None, :]) * wj[:, None, :]
         out.drain[:, cols] = np.einsum("pij,pij->pi", weight, taken + wl.ti[cols] / 2.0)
+        out.pairs.append((cols, weight))
+    return out
+
+
+def alternation_lost(wl: Workload, b: SettingBatch, w: np.ndarray, part: Partners,
+                     queued: np.ndarray, period: np.ndarray) -> np.ndarray:
+    """Packets each passive consumer loses per tick while it alternates with its partners
+    (arrays (P, T); `queued`: the packets a tick finds). Each gets one packet per round,
+    1 / (w + Σ w_j) packets/s; one whose packets arrive faster than that fills its ring
+    for as long as a partner still has packets (q_j / (rate − λ_j), at most a period)
+    and loses what goes beyond it."""
+    out = np.zeros(w.shape)
+    for cols, weight in part.pairs:
+        same = weight > 0
+        lam, wj, q = wl.local[cols], w[:, cols], queued[:, cols]
+        rate = 1.0 / (wj + np.einsum("pij,pj->pi", same.astype(float), wj))
+        empties = q / np.maximum(rate - lam, TINY)
+        spell = np.minimum(period[:, cols], (same * empties[:, None, :]).max(axis=2))
+        grown = q + np.clip(lam - rate, 0.0, None) * spell
+        out[:, cols] = np.clip(grown - b.ring_slots[:, cols], 0.0, None) * weight.max(axis=2)
     return out
 
 
