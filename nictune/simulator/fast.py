@@ -227,10 +227,9 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         # a partner's drain can serve one below its arrivals: what its ring loses then,
         # from what a tick finds (the window from a drain's end to the next tick)
         wakes = np.maximum(res["interrupts"], 1.0)
-        window = np.clip(wl.span[col] / wakes - res["delivered"] / wakes * flat["ws"]
-                         - add.ravel(), 0.0, None)
-        queued = np.minimum(wl.local[col] * window,
-                            flat["ring"]).reshape(shape)
+        drain = res["delivered"] / wakes * flat["ws"] + add.ravel()
+        window = np.clip(wl.span[col] / wakes - drain, 0.0, None)
+        queued = np.minimum(wl.local[col] * window, flat["ring"]).reshape(shape)
         lost = alternation_lost(wl, b, w, part, queued, period).ravel() * pas.ravel()
         over = np.flatnonzero(lost > 0)
         res["delivered"][over] = np.clip(res["delivered"][over] - lost[over] * wakes[over],
