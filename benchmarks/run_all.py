@@ -1,4 +1,4 @@
-"""Run every benchmark (`make bench`): each `benchmarks/bench_*.py` and `fidelity.py`.
+"""Run every benchmark (`make bench`): each `benchmarks/bench_*.py` and `fidelity*.py`.
 
 Each benchmark is a script with a `main()` that prints its own table; this runs them one
 after another in fresh interpreters (so one's memory or threads do not skew the next) and
@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def benchmarks() -> list[Path]:
-    return sorted(HERE.glob("bench_*.py")) + sorted(HERE.glob("fidelity.py"))
+    return sorted(HERE.glob("bench_*.py")) + sorted(HERE.glob("fidelity*.py"))
 
 
 def main() -> int:
