@@ -378,39 +378,47 @@ def random_share(wl: Workload, b: SettingBatch, load: np.ndarray) -> np.ndarray:
 
 
 class Partners(NamedTuple):
-    """Batched consumers' partners: passive consumers on the same core with the same timer
-    (same period and start, as the transmissions of one NIC have). They wake at the same
-    ticks, so each drain alternates with theirs every time rather than meeting the
-    others' work at a random moment. Arrays (P, T); zero where a consumer has none."""
+    """How a passive consumer's drains meet its batched neighbours' on the same core.
+
+    Partners — passive consumers with the same timer (same period and start, as the
+    transmissions of one NIC have) — wake at the same ticks, so each drain alternates with
+    theirs every time. Batched neighbours on other timers drain at moments of their own,
+    which a drain meets or not (`apart`). Arrays (P, T); zero where a consumer has none."""
 
     load: np.ndarray  # the partners' packet load, in the others' average share
     resid: np.ndarray  # their residual-work rate, likewise
     drain: np.ndarray  # the time they add to each drain instead
     pairs: list[tuple[np.ndarray, np.ndarray]]  # per host: (columns, weights (P, i, j))
+    apart: np.ndarray  # the packet load of the batched neighbours on other timers
+    apart_resid: np.ndarray  # their residual-work rate
 
 
 def partners(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
-             period: np.ndarray) -> Partners:
-    """Each passive consumer's partners (`Partners`). A drain of q packets beside a
-    partner's of q_j alternates with it packet by packet (round-robin): it takes
-    min(q, q_j) of the partner's packets, and half of its wake-up, on top of its own; q
-    is about the packets of one period, capped by the ring. Weighted by how much of the
-    consumer's span the two overlap."""
-    out = Partners(*(np.zeros(w.shape) for _ in range(3)), [])
+             wat: np.ndarray, period: np.ndarray) -> Partners:
+    """Each passive consumer's partners and batched neighbours (`Partners`). A drain of q
+    packets beside a partner's of q_j alternates with it packet by packet (round-robin):
+    it takes min(q, q_j) of the partner's packets, and half of its wake-up, on top of its
+    own; q is about the packets of one period, capped by the ring. Weighted by how much of
+    the consumer's span the two overlap."""
+    out = Partners(*(np.zeros(w.shape) for _ in range(3)), [],
+                   *(np.zeros(w.shape) for _ in range(2)))
     for cols in wl.groups:
         per, pc = period[:, cols], pas[:, cols]
         start, span = wl.start[cols], wl.span[cols]
         offset = np.mod(start[None, :, None] - start[None, None, :], per[:, :, None])
-        same = (pc[:, :, None] & pc[:, None, :] & ~np.eye(cols.size, dtype=bool)
-                & (b.irq_core[:, cols, None] == b.irq_core[:, None, cols])
-                & (per[:, :, None] == per[:, None, :])
-                & (np.minimum(offset, per[:, :, None] - offset) < 1e-3 * per[:, :, None]))
-        if not same.any():
+        near = (pc[:, :, None] & ~np.eye(cols.size, dtype=bool)
+                & (b.irq_core[:, cols, None] == b.irq_core[:, None, cols]))
+        timer = (pc[:, None, :] & (per[:, :, None] == per[:, None, :])
+                 & (np.minimum(offset, per[:, :, None] - offset) < 1e-3 * per[:, :, None]))
+        apart = near & (pas | wat)[:, None, cols] & ~timer
+        same = near & timer
+        if not (same.any() or apart.any()):
             continue
         end = start + span
         both = np.clip(np.minimum(end[:, None], end[None, :])
                        - np.maximum(start[:, None], start[None, :]), 0.0, None)
-        weight = same * (both / np.maximum(span, TINY)[:, None])[None]  # (P, i, j)
+        overlap = (both / np.maximum(span, TINY)[:, None])[None]  # (1, i, j)
+        weight = same * overlap
         lam, wj = wl.local[cols], w[:, cols]
         q = np.minimum(lam * per, b.ring_slots[:, cols])
         out.load[:, cols] = np.einsum("pij,pj->pi", weight, lam * wj)
@@ -418,6 +426,9 @@ def partners(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
         taken = np.minimum(q[:, :, None], q[:, None, :]) * wj[:, None, :]
         out.drain[:, cols] = np.einsum("pij,pij->pi", weight, taken + wl.ti[cols] / 2.0)
         out.pairs.append((cols, weight))
+        out.apart[:, cols] = np.einsum("pij,pj->pi", apart * overlap, lam * wj)
+        out.apart_resid[:, cols] = np.einsum("pij,pj->pi", apart * overlap,
+                                             lam * wj * wj / 2.0)
     return out
 
 
