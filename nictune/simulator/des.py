@@ -489,9 +489,10 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
     """One `Metrics` per transmission in `settings` (in that order).
 
     Transmissions of one host are simulated together: those on the same IRQ core in one
-    SimPy environment; the memory bus couples a host's cores through w. With more than
-    `window` packets and not `exact`, a part of each is simulated (`window_fraction`) and
-    the totals scaled (`extrapolated`)."""
+    SimPy environment; the memory bus couples a host's cores through w. Unless `exact`,
+    each core's transmissions are shortened by one factor (`window_fraction`: about
+    `window` packets each, at least 100 wake-ups) and the totals scaled (`_metrics`,
+    `extrapolated`)."""
     if window < 1:
         raise InputError(f"window must be at least 1 packet, got {window}")
     transmissions = config.select(list(settings))
@@ -514,16 +515,17 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
             config.host_of(t).costs.poll_check, config.host_of(t).backlog_slots)
             for t, a in zip(group, arrivals, strict=True)]
         run_core(consumers, vectorised)
-        start_up = _start_up(arrivals, [t.start * fraction for t in group])
-        results.update((t.id, _metrics(config, t, c, start_up)) for t, c in zip(
-            group, consumers, strict=True))
+        starts = [t.start * fraction for t in group]
+        results.update((t.id, _metrics(config, t, c, _start_up(a, arrivals, starts)))
+                       for t, c, a in zip(group, consumers, arrivals, strict=True))
     return [results[t.id] for t in transmissions]
 
 
-def _start_up(arrivals: Sequence[np.ndarray], starts: Sequence[float]) -> tuple[float, float]:
-    """(first arrival, end of the start-up) of a core: the start-up is START_UP of its
-    first phase (until a transmission starts or ends)."""
-    first = min(a[0] for a in arrivals)
+def _start_up(own: np.ndarray, arrivals: Sequence[np.ndarray], starts: Sequence[float]
+              ) -> tuple[float, float]:
+    """(first arrival, end of the start-up) of one transmission of a core: START_UP of the
+    time from its first arrival until a transmission of the core starts or ends."""
+    first = own[0]
     edges = [t for t in (*starts, *(a[-1] for a in arrivals)) if t > first]
     return first, first + START_UP * ((min(edges) if edges else first) - first)
 
@@ -544,6 +546,8 @@ def window_fraction(packets: Sequence[int], window: int,
     least WAKE_UPS of them (a tick every 160 ms needs 16 s: with fewer, the start-up's
     swings and the ticks' phases against the neighbours' do not average out), unless that
     is more than MAX_WINDOWS windows in all."""
+    if not packets:
+        return 1.0
     by_packets = min(window / max(min(packets), 1),
                      2.0 * window * len(packets) / max(sum(packets), 1))
     by_wakes = min(WAKE_UPS * max(wakes, default=0.0),
@@ -592,14 +596,17 @@ def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float
         span = c.AL[-1] - c.AL[0]
         duration_s += (span * (t.packets - 1) / (c.n - 1) - span if c.n > 1
                        else duration_s * (scale - 1))
-    lost = c.dropped * scale
-    if c.dropped and scale > 1:
+    # drops: of the packets not stranded (those happen once)
+    steady = (t.packets - stranded) / max(c.n - stranded, 1)
+    lost = c.dropped * steady
+    if c.dropped and steady > 1:
         gone = ~ok
         gone[c.acc[c.n_taken:c.n_acc]] = False  # (stranded, not dropped)
+        gone[c.nxt:] = False  # (never admitted: the consumer had stopped)
         first, end = start_up
         d1, d2 = (int(gone[:np.searchsorted(c.A, first + k * (end - first), "right")].sum())
                   for k in (1, 2))
-        lost = d1 + (c.dropped - d1) * scale + (d2 - d1) * (scale - 1)
+        lost = max(d1 + (c.dropped - d1) * steady + (d2 - d1) * (steady - 1), 0.0)
     if delivered + c.dropped:
         lost = min(lost, t.packets - stranded)
         d, dropped = _scaled_counts([t.packets - stranded - lost, lost], t.packets - stranded)

@@ -133,6 +133,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         ws = np.where(act, w / np.clip(1.0 - (share.high - hard), 0.02, None), ws)
     delay = queue_wait(share)
     add = np.zeros(shape)  # (the partners' drains)
+    part = None
     if wl.groups:
         # passive partners (one NIC's transmissions) drain together at every tick: out of
         # the others' average share, into each drain
@@ -224,10 +225,10 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
             f = flat["alt"][sel]
             for key in ("interrupts", "empty"):
                 res[key][sel] = f * getattr(out, key) + (1.0 - f) * res[key][sel]
-    if wl.groups:
+    if part is not None:
         _drains_alone(wl, flat, res, col, share.rho_o, share.resid, part, w,
                       pas & ~np.isfinite(share.r), period, add)
-    if wl.groups and np.any(add > 0):
+    if part is not None and np.any(add > 0):
         # a partner's drain can serve one below its arrivals: what its ring loses then,
         # from what a tick finds (the window from a drain's end to the next tick)
         wakes = np.maximum(res["interrupts"], 1.0)

@@ -60,7 +60,8 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
 
     onoff arrivals: when a burst holds several cycles, the cycle is that of the burst rate
     and the gaps between bursts add idle ticks; when the cycle is longer than a burst, the
-    arrivals are treated as smooth at the average rate.
+    arrivals are treated as smooth at the average rate, except that the ring overflows by
+    the bursts a window holds (`_window_overflow`).
 
     `wait_mean`, `wait_busy`: a random wait before each drain on top of `delay`
     (`fast_shared.mix_waits`); the Poisson chains (exact and binned) draw it per drain in
@@ -108,7 +109,7 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
         window = avg[0] - avg[1] * ws[oo] - delay[oo]
         over = _window_overflow(lam[oo], cx.c("per_burst")[oo], cx.c("cycle")[oo], window,
                                 ring[oo])
-        avg = (avg[0], avg[1] + avg[2] - over, over, avg[3])
+        avg = (avg[0], np.clip(avg[1] + avg[2] - over, 0.0, None), over, avg[3])
         pick = oo[smooth[oo]]
         for arr, alt in zip((cycle, taken, dropped, p_empty), avg, strict=True):
             arr[pick] = alt[smooth[oo]]

@@ -399,7 +399,9 @@ def partners(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
     packets beside a partner's of q_j alternates with it packet by packet (round-robin):
     it takes min(q, q_j) of the partner's packets, and half of its wake-up, on top of its
     own; q is about the packets of one period, capped by the ring. Weighted by how much of
-    the consumer's span the two overlap."""
+    the consumer's span the two overlap. (The same start stands for the same first tick:
+    the DES ticks from each one's first arrival, a few gaps apart for Poisson arrivals —
+    close enough for the rates a shared NIC carries.)"""
     out = Partners(*(np.zeros(w.shape) for _ in range(3)), [],
                    *(np.zeros(w.shape) for _ in range(2)))
     for cols in wl.groups:
