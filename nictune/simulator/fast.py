@@ -496,10 +496,14 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
     results = []
     for j, t in enumerate(transmissions):
         v = {k: float(out[k][0, j]) for k in METRIC_KEYS}
-        counts = {k: round(v[k]) for k in ("packets_offered", "packets_delivered",
-                                           "packets_dropped", "packets_stranded")}
-        counts["packets_dropped"] = (counts["packets_offered"] - counts["packets_delivered"]
-                                     - counts["packets_stranded"])
+        # whole packets that add up: stranded and dropped rounded, delivered the rest (two
+        # halves rounded up would make a packet of nothing)
+        offered = round(v["packets_offered"])
+        stranded = min(max(round(v["packets_stranded"]), 0), offered)
+        dropped = min(max(round(v["packets_dropped"]), 0), offered - stranded)
+        counts = {"packets_offered": offered, "packets_stranded": stranded,
+                  "packets_dropped": dropped,
+                  "packets_delivered": offered - stranded - dropped}
         results.append(Metrics(
             transmission=t.id, engine="fast", setting=row[j], **counts,
             **{k: v[k] for k in METRIC_KEYS if k not in counts},
