@@ -121,6 +121,38 @@ def random_cases(count: int, seed: int = 0, packets: int = 20_000,
     return cases
 
 
+def nic_pair_cases(count: int, seed: int = 0, packets: int = 20_000) -> list[Case]:
+    """`count` cases where one NIC carries two transmissions (one setting, so one timer and
+    one IRQ core for both), half of them beside a second NIC of one transmission, on a
+    host of 1–2 cores: what rack.yaml's NICs are and `random_cases` never draws."""
+    rng = np.random.default_rng([seed, 4242])
+    cases = []
+    for i in range(count):
+        costs = _costs(rng)
+        cores = int(rng.integers(1, 3))
+        host: dict[str, Any] = {"cores": cores, "costs": costs}
+        raw: dict[str, Any] = {"hosts": {"h": host}, "nics": {}, "transmissions": []}
+        settings = {}
+        streams = [("n0", 2)] + ([("n1", 1)] if rng.random() < 0.5 else [])
+        total = sum(k for _, k in streams)
+        for nic, k in streams:
+            mode = MODES[int(rng.integers(0, len(MODES)))]
+            raw["nics"][nic] = {"host": "h", "link": "100Gbit/s", "max_ring_slots": 32768,
+                                "min_ring_slots": 16}
+            ring = int(rng.choice([64, 256, 1024, 4096, 16384]))
+            for j in range(k):
+                load = _logu(rng, 0.05, 0.9) if rng.random() < 0.75 else _logu(rng, 0.9, 2.0)
+                n = int(packets / total * rng.uniform(0.6, 1.4))
+                t = _transmission(rng, f"t{len(settings)}", nic, costs, mode, n,
+                                  load / (total / 1.5))
+                raw["transmissions"].append(t)
+                if j == 0:
+                    first = _setting(rng, mode, ring, t["rate"], cores)
+                settings[t["id"]] = first
+        cases.append(Case(name=f"pair-{i}", kind="shared", raw=raw, settings=settings))
+    return cases
+
+
 def _rel(fast: float, des: float, floor: float) -> float:
     return abs(fast - des) / max(abs(des), floor)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nictune.simulator.fidelity import compare, random_cases
+from nictune.simulator.fidelity import compare, nic_pair_cases, random_cases
 
 SEED, CASES, PACKETS = 3, 80, 6000
 
@@ -65,3 +65,15 @@ def test_cpu_and_drops_agree(rows: list[dict]) -> None:
     assert median <= 0.02 and p95 <= 0.05, (median, p95)
     median, p95 = stats([r["errors"]["drops"] for r in rows])
     assert median <= 0.01 and p95 <= 0.03, (median, p95)
+
+
+def test_nic_pair_cases_put_two_transmissions_on_one_nic() -> None:
+    """benchmarks/fidelity.py --pairs: one NIC, two transmissions, one setting."""
+    cases = nic_pair_cases(20, seed=1, packets=2000)
+    assert any(len(c.raw["transmissions"]) == 3 for c in cases)
+    for case in cases:
+        config = case.config()
+        settings = case.nic_settings(config)
+        on_n0 = [t.id for t in config.transmissions if t.nic == "n0"]
+        assert len(on_n0) == 2 and settings[on_n0[0]] == settings[on_n0[1]]
+        assert case.kind == "shared"
