@@ -506,16 +506,15 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
         fraction = 1.0 if exact else window_fraction(
             [t.packets for t in group], window,
             [_wake_interval(settings[t.id], t) * t.rate / t.packets for t in group])
-        arrivals = [arrival_times(replace(t, start=t.start * fraction), config.nic_of(t),
-                                  seed, index[t.id], max(1, round(t.packets * fraction)))
-                    for t in group]
-
+        starts = [t.start * fraction for t in group]
+        arrivals = [arrival_times(replace(t, start=start), config.nic_of(t), seed, index[t.id],
+                                  max(1, round(t.packets * fraction)))
+                    for t, start in zip(group, starts, strict=True)]
         consumers = [Consumer(settings[t.id], a, work_per_packet(
             config, t, settings[t.id].placement, memory[t.id]), config.host_of(t).costs.irq,
             config.host_of(t).costs.poll_check, config.host_of(t).backlog_slots)
             for t, a in zip(group, arrivals, strict=True)]
         run_core(consumers, vectorised)
-        starts = [t.start * fraction for t in group]
         results.update((t.id, _metrics(config, t, c, _start_up(a, arrivals, starts)))
                        for t, c, a in zip(group, consumers, arrivals, strict=True))
     return [results[t.id] for t in transmissions]

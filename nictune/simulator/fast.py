@@ -52,6 +52,7 @@ from nictune.simulator.fast_shared import (
     core_share,
     mix_waits,
     partners,
+    per_packet,
     queue_wait,
     random_share,
     wake_load,
@@ -119,19 +120,19 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     hard = np.where(act, lam * ti, 0.0)
     soft = wake_load(wl.local, wl.ti, w, period, n_wake, pas, wat, 0.0)  # (no wait yet)
     share = core_share(wl, b, w, hard, soft, cap_q)
-    ws = w / np.clip(1.0 - share.rho_o, 0.02, None)
+    ws = per_packet(w, share.rho_o)
     if wl.groups:  # shared hosts: the others' wake-ups are real while they still sleep
         sleeps = (pas | wat) & (lam * ws < 1.0) & ~np.isfinite(share.r)
         # a drain first waits for the others' queued work, which spaces the wake-ups
-        wait = queue_wait(share)
+        wait = queue_wait(share.resid, share.rho_o)
         soft = wake_load(wl.local, wl.ti, ws, period, n_wake, pas, wat, wait)
         wakes = Wakes(wl.local, wl.ti, period, n_wake, pas, wat, sleeps, wait)
         share = core_share(wl, b, w, hard, soft, cap_q, wakes)
-        ws = w / np.clip(1.0 - share.rho_o, 0.02, None)
+        ws = per_packet(w, share.rho_o)
         # active_wait's backlog out-queues the others' single requests: only their
         # interrupts slow it down
-        ws = np.where(act, w / np.clip(1.0 - (share.high - hard), 0.02, None), ws)
-    delay = queue_wait(share)
+        ws = np.where(act, per_packet(w, share.high - hard), ws)
+    delay = queue_wait(share.resid, share.rho_o)
     add = np.zeros(shape)  # (the partners' drains)
     part = None
     if wl.groups:
@@ -140,9 +141,8 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         part = partners(wl, b, w, pas, wat, period)
         has = part.drain > 0
         rest = np.clip(share.rho_o - part.load, 0.0, None)
-        ws = np.where(has, w / np.clip(1.0 - rest, 0.02, None), ws)
-        delay = np.where(has, 3.0 * np.clip(share.resid - part.resid, 0.0, None)
-                         / np.clip(1.0 - rest, 0.02, None), delay)
+        ws = np.where(has, per_packet(w, rest), ws)
+        delay = np.where(has, queue_wait(share.resid - part.resid, rest), delay)
         add = part.drain
 
     col = np.broadcast_to(np.arange(shape[1]), shape).ravel()
@@ -158,7 +158,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     # a batched consumer on a shared core that is behind for part of its span: the rest of
     # the time it sleeps and wakes at the cost per packet it has then (`_saturate` keeps
     # only its wake-ups from the mode's result)
-    awake_ws = w / np.clip(1.0 - share.awake_rho, 0.02, None)  # NaN: never keeps up
+    awake_ws = per_packet(w, share.awake_rho)  # NaN: never keeps up
     awake = (pas | wat) & np.isfinite(share.r) & (share.behind < 1.0) & (lam * awake_ws < 1.0)
     ws_mode = np.where(awake, awake_ws, ws).ravel()
 
@@ -272,9 +272,8 @@ def _drains_alone(wl: Workload, flat: dict[str, np.ndarray], res: dict[str, np.n
     if not sel.size:
         return
     rest = np.clip(rho_o - part.load - part.apart, 0.0, None)
-    ws = (w / np.clip(1.0 - rest, 0.02, None)).ravel()
-    delay = (3.0 * np.clip(resid - part.resid - part.apart_resid, 0.0, None)
-             / np.clip(1.0 - rest, 0.02, None) + add).ravel()
+    ws = per_packet(w, rest).ravel()
+    delay = (queue_wait(resid - part.resid - part.apart_resid, rest) + add).ravel()
     alone = passive(Ctx.build(wl, col[sel], ws[sel], flat["ring"][sel]), flat["period"][sel],
                     delay[sel])
     meet = np.clip(part.apart.ravel()[sel], 0.0, 0.95)

@@ -453,13 +453,19 @@ def alternation_lost(wl: Workload, b: SettingBatch, w: np.ndarray, part: Partner
     return out
 
 
-def queue_wait(share: _Share) -> np.ndarray:
-    """How long a wake-up's drain first waits for the others' packet work: the core takes
-    one request per consumer in turn, so the drain's first packet waits for the packet in
-    service (its residual, Σ λ·b²/2 over the others) and for one whole packet of each other
-    consumer with a request queued (about ρ_j of the time: Σ λ·b², twice as much),
-    stretched by what arrives meanwhile (1 / (1 − ρ))."""
-    return 3.0 * share.resid / np.clip(1.0 - share.rho_o, 0.02, None)
+def queue_wait(resid: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """How long a wake-up's drain first waits for the others' packet work (`resid`: their
+    Σ λ·b²/2, `rho`: their load): the core takes one request per consumer in turn, so the
+    drain's first packet waits for the packet in service (its residual, Σ λ·b²/2) and for
+    one whole packet of each other consumer with a request queued (about ρ_j of the time:
+    Σ λ·b², twice as much), stretched by what arrives meanwhile (1 / (1 − ρ))."""
+    return 3.0 * np.clip(resid, 0.0, None) / np.clip(1.0 - rho, 0.02, None)
+
+
+def per_packet(w: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """A packet's cost w stretched by the others' load `rho` on the core (w / (1 − ρ),
+    the core at most 98 % theirs)."""
+    return w / np.clip(1.0 - rho, 0.02, None)
 
 
 def wake_load(local: np.ndarray, ti_col: np.ndarray, w: np.ndarray, period: np.ndarray,

@@ -88,6 +88,14 @@ def _transmission(rng: np.random.Generator, tid: str, nic: str, costs: dict[str,
     return t
 
 
+def _load(rng: np.random.Generator) -> float:
+    """A transmission's load alone on its core: mostly below 1, some overload."""
+    return _logu(rng, 0.05, 0.9) if rng.random() < 0.75 else _logu(rng, 0.9, 2.0)
+
+
+NIC = {"host": "h", "link": "100Gbit/s", "max_ring_slots": 32768, "min_ring_slots": 16}
+
+
 def random_cases(count: int, seed: int = 0, packets: int = 20_000,
                  shared_share: float = 0.2) -> list[Case]:
     """`count` cases; about `shared_share` of them put 2–4 NICs on one host."""
@@ -105,14 +113,12 @@ def random_cases(count: int, seed: int = 0, packets: int = 20_000,
         settings = {}
         for j in range(n_nics):
             mode = MODES[int(rng.integers(0, len(MODES)))]
-            # load of this transmission alone on its core: mostly below 1, some overload
-            load = _logu(rng, 0.05, 0.9) if rng.random() < 0.75 else _logu(rng, 0.9, 2.0)
+            load = _load(rng)
             if shared:
                 load /= n_nics / 1.5
             n = packets if not shared else int(packets / n_nics * rng.uniform(0.6, 1.4))
             t = _transmission(rng, f"t{j}", f"n{j}", costs, mode, n, load)
-            raw["nics"][f"n{j}"] = {"host": "h", "link": "100Gbit/s", "max_ring_slots": 32768,
-                                    "min_ring_slots": 16}
+            raw["nics"][f"n{j}"] = dict(NIC)
             raw["transmissions"].append(t)
             ring = int(rng.choice([64, 256, 1024, 4096, 16384]))
             settings[t["id"]] = _setting(rng, mode, ring, t["rate"], cores)
@@ -137,11 +143,10 @@ def nic_pair_cases(count: int, seed: int = 0, packets: int = 20_000) -> list[Cas
         total = sum(k for _, k in streams)
         for nic, k in streams:
             mode = MODES[int(rng.integers(0, len(MODES)))]
-            raw["nics"][nic] = {"host": "h", "link": "100Gbit/s", "max_ring_slots": 32768,
-                                "min_ring_slots": 16}
+            raw["nics"][nic] = dict(NIC)
             ring = int(rng.choice([64, 256, 1024, 4096, 16384]))
             for j in range(k):
-                load = _logu(rng, 0.05, 0.9) if rng.random() < 0.75 else _logu(rng, 0.9, 2.0)
+                load = _load(rng)
                 n = int(packets / total * rng.uniform(0.6, 1.4))
                 t = _transmission(rng, f"t{len(settings)}", nic, costs, mode, n,
                                   load / (total / 1.5))
