@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from nictune.simulator.batch import ACTIVE, SettingBatch
+from nictune.simulator.batch import ACTIVE, PASSIVE, SettingBatch
 from nictune.simulator.fast_base import CBR, TINY, Workload
 
 # the random part of a drain's wait: 4 · resid / (1 − ρ) where the even part is 3 ·
@@ -109,6 +109,11 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     avg = lam / np.maximum(wl.local[cols], TINY)
     irq = irq_load[:, cols] * avg
     soft = irq + soft_load[:, cols] * avg
+    # where a core saturates (`wake` in `_phases`), a passive consumer's wake-ups take the
+    # core all along: its timer ticks through the gaps between onoff bursts too (empty
+    # wake-ups). The averages of cores that keep up stay weighted by the bursts (counting
+    # the gaps there as well made more rows worse than better: fast.md, "Tried")
+    ticking = np.where(b.mode[:, cols] == PASSIVE, 1.0, avg)
     own = lam * wj + soft
     sq = (lam * wj * wj + soft * wl.ti[cols]) / 2.0
     woken = soft_load[:, cols] * avg * (0.0 if wakes is None else wakes.sleeps[:, cols])
@@ -144,7 +149,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     cap = cap_q[busy][:, cols]
     weight = np.where(b.mode[busy][:, cols] == ACTIVE, cap, 1.0)  # requests it can queue
     def wake(rows: np.ndarray, ws: np.ndarray) -> np.ndarray:
-        return wakes.load(busy[rows], cols, ws) * avg
+        return wakes.load(busy[rows], cols, ws) * ticking[busy[rows]]
 
     t = _phases(edges, arriving, inflow, end, same[busy], wj[busy], irq[busy], sq[busy], cap,
                 weight, wake)
