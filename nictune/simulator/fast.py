@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import numpy as np
+from scipy.special import gammaincinv
 
 from nictune.model import PLACEMENT_COST, PLACEMENTS, Config, NicSetting, Transmission
 from nictune.simulator.batch import ACTIVE, BUSY, PASSIVE, WATERMARK, SettingBatch
@@ -67,6 +68,8 @@ METRIC_KEYS = ("packets_offered", "packets_delivered", "packets_dropped", "packe
                "energy_j")
 _PLACE = np.array([PLACEMENT_COST[p] for p in PLACEMENTS])
 BLOCK = 50_000  # (p, t) elements `evaluate` works on at a time
+_NODES, _WEIGHTS = np.polynomial.legendre.leggauss(8)
+_NODES = (_NODES + 1.0) / 2.0  # (on [0, 1])
 
 
 def evaluate_batch(config: Config, transmissions: list[Transmission],
@@ -323,6 +326,8 @@ def _active(cx: Ctx, high: np.ndarray) -> Mode:
     rho = np.clip(cx.lam * (cx.ti + cx.ws), 0.0, 0.999)
     wait = np.where(cx.poisson, rho * (cx.ti + cx.ws) / (2.0 * (1.0 - rho)), 0.0)
     lat = cx.ti + cx.ws + wait
+    # Poisson: the handlers of packets that arrive meanwhile preempt the packet's work
+    lat = np.where(cx.poisson, lat / np.clip(1.0 - cx.lam * cx.ti, 0.05, None), lat)
     # interrupts saturate the core (λ·Ti > 1 summed over the core): the ring overflows
     over = high >= 1.0
     ring_in = np.where(over, np.minimum(cx.n, cx.n / np.maximum(high, 1.0) + cx.ring), cx.n)
@@ -340,7 +345,9 @@ def _active(cx: Ctx, high: np.ndarray) -> Mode:
                                ring_in[oo])
     zero = np.zeros_like(lat)
     return Mode(interrupts=ring_in, empty=zero, delivered=cx.n + zero, stranded=zero,
-                 duration=cx.span + lat, lat_mean=lat, lat_p99=cx.ti + cx.ws + 4.6 * wait)
+                 duration=cx.span + lat, lat_mean=lat,
+                 lat_p99=(cx.ti + cx.ws + _wait_p99(wait, rho)) / np.where(
+                     cx.poisson, np.clip(1.0 - cx.lam * cx.ti, 0.05, None), 1.0))
 
 
 def _busy_poll(cx: Ctx) -> Mode:
@@ -351,7 +358,13 @@ def _busy_poll(cx: Ctx) -> Mode:
     lat = tc / 2.0 + cx.ws + wait
     zero = np.zeros_like(lat)
     return Mode(interrupts=zero, empty=zero, delivered=cx.n + zero, stranded=zero,
-                 duration=cx.span + lat, lat_mean=lat, lat_p99=tc + cx.ws + 4.6 * wait)
+                 duration=cx.span + lat, lat_mean=lat, lat_p99=tc + cx.ws + _wait_p99(wait, rho))
+
+
+def _wait_p99(wait: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """99th percentile of an M/G/1 wait of mean `wait` at load ρ: P(W > t) ≈ ρ·e^(−ρt/W)."""
+    return np.where(wait > 0, wait / np.maximum(rho, TINY) * np.log(np.clip(
+        100.0 * rho, 1.0, None)), 0.0)
 
 
 def _packets_at_wake(lam: np.ndarray, wm: np.ndarray, tau: np.ndarray,
@@ -417,11 +430,38 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
         cx.poisson, ti + n_wake * ws, np.maximum(ws, ti + m * ws - (m - n_wake) * g))
     flush_end = cx.time_of(n - left + 1.0) + tau + ti + left * ws
     duration = np.where(timed & (left > 0), np.maximum(drain_end, flush_end), drain_end)
-    fill = np.where(by_timeout, tau, (n_wake - 1.0) * g)
+    # (Poisson: the wait for the n_w − 1 packets after the first, or the timeout, whichever
+    # comes first, brings n_w − 1 on average, so it lasts (n_w − 1)/λ on average)
+    fill = np.where(by_timeout & ~cx.poisson, tau, (n_wake - 1.0) * g)
+    # waits spread evenly from ws to ws + fill + Ti; Poisson: the first packet of a wake-up
+    # waits longest, for n_w − 1 more, a Gamma wait whose upper 1 % of all packets is its
+    # upper n_w % (capped by the timeout)
+    p99 = 0.99 * (fill + ti)
+    few = np.flatnonzero(cx.poisson & (n_wake > 1.5) & (n_wake < 100.0))
+    if few.size:
+        first = gammaincinv(n_wake[few] - 1.0, 1.0 - 0.01 * n_wake[few]) * g[few]
+        p99[few] = np.minimum(np.where(timed[few], tau[few], np.inf), first) + ti[few]
     zero = np.zeros_like(duration)
     return Mode(interrupts=wakes, empty=zero, delivered=n - np.where(timed, 0.0, left),
                  stranded=np.where(timed, 0.0, left), duration=duration,
-                 lat_mean=fill / 2.0 + ti + c * ws / 2.0, lat_p99=0.99 * fill + ti + c * ws)
+                 lat_mean=ws + (fill + ti) / 2.0, lat_p99=ws + p99)
+
+
+def _backlog_wait(lam: np.ndarray, r: np.ndarray, on: np.ndarray, cap: np.ndarray,
+                  peak: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and longest wait of the delivered packets of a queue served at r < λ while
+    packets arrive for `on` s and at 1/w after: it grows linearly towards `peak` packets,
+    and once it holds `cap` it admits only r a second. A packet that finds Q ahead waits
+    Q / r, or, if the arrivals end first, until then and Q − r·(time left) packets of w
+    more (Gauss–Legendre over the arrival time)."""
+    x = on[:, None] * _NODES[None, :]
+    q = np.minimum(peak[:, None] / np.maximum(on, TINY)[:, None] * x, cap[:, None])
+    rr = np.maximum(r, TINY)[:, None]
+    admitted = np.where(q < cap[:, None], lam[:, None], rr)
+    left = on[:, None] - x
+    wait = np.minimum(q / rr, left + np.clip(q - rr * left, 0.0, None) * w[:, None])
+    return ((admitted * wait) @ _WEIGHTS / np.maximum(admitted @ _WEIGHTS, TINY),
+            wait.max(axis=1))
 
 
 def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.ndarray,
@@ -454,7 +494,12 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     fluid = np.isfinite(fluid_delivered)
     delivered = np.where(fluid, fluid_delivered, delivered)
     q_end = np.where(fluid, fluid_q, q_end)
-    lat = np.minimum(cap, np.where(fluid, q_end, q)) / np.maximum(r, TINY) + cx.ti + w
+    # (shared: the queue grows while the consumer is behind, and holds q_end at the end)
+    grows = np.where(fluid, np.maximum(behind * cx.span, TINY), on)
+    after = np.where(fluid, fluid_tail / np.maximum(q_end, 1.0), w)  # (per packet, then)
+    wait, longest = _backlog_wait(lam, r, grows, cap, np.where(fluid, q_end, (lam - r) * on),
+                                  after)
+    lat = wait + cx.ti + w
     # alone, bursts followed one by one (`_passive_bursts`) keep their counts
     kept = (res["followed"] > 0) & ~fluid
     # (active_wait: a packet the ring had no room for never reaches the backlog)
@@ -464,8 +509,10 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # when the phases say it is taken
     drain = np.where(fluid, fluid_tail, q_end * w)
     res["duration"] = cx.span + cx.ti + drain + q_irq * cx.ti
-    res["lat_mean"] = lat
-    res["lat_p99"] = lat * 1.02
+    # (a consumer served at r ≈ 0 while it arrives delivers only its queue, at the end: its
+    # packets wait for about the whole duration, not q / r)
+    res["lat_mean"] = np.minimum(lat, res["duration"])
+    res["lat_p99"] = np.minimum(np.maximum(0.99 * longest + cx.ti + w, lat), res["duration"])
     res["stranded"] = np.zeros_like(r)
     # a consumer that never empties its ring is woken once (onoff: once per burst, plus
     # its timer ticks in the gaps)

@@ -154,14 +154,40 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
         interrupts[follow] = wakes + gaps
         empty[follow] = gaps
         delivered[follow] = cx.n[follow] - np.minimum(lost, cx.n[follow])
+    lat = _latency(cycle, taken, ws, ti, period, lam, on, ring, bursty)
     zero = np.zeros_like(delivered)
     followed = zero.copy()
     followed[follow] = 1.0
     return Mode(interrupts=interrupts, empty=empty, delivered=delivered, stranded=zero,
                  followed=followed, waits_drawn=drawn.astype(float),
                  duration=cx.span + resid + ti + last_n * ws,
-                 lat_mean=cycle / 2.0 + ti + taken * ws / 2.0,
-                 lat_p99=0.99 * cycle + ti + taken * ws)
+                 lat_mean=lat[0], lat_p99=lat[1])
+
+
+def _latency(cycle: np.ndarray, taken: np.ndarray, ws: np.ndarray, ti: np.ndarray,
+             period: np.ndarray, lam: np.ndarray, on: np.ndarray, ring: np.ndarray,
+             bursty: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and 99th percentile latency. A cycle of C s whose drain takes D = taken·ws:
+    the packets arrive evenly over it and each drain ends as the last one arrives, so the
+    first packet after a drain waits ws + C − D and the last ws, evenly between (not
+    C/2 + Ti on average: those that come during the interrupt and the drain are taken by
+    it). onoff bursts the consumer cannot keep up with: the backlog grows through the
+    burst, (λ·ws − 1)·t packets at time t, up to the ring; bursts it keeps up with start
+    on a sleeping consumer: the packets of the first period/2 + Ti wait that long, and the
+    backlog takes t_c = λ·(T/2 + Ti)·ws / (1 − λ·ws) to catch up, the wait falling
+    linearly meanwhile."""
+    idle = np.clip(cycle - taken * ws, 0.0, None)
+    behind = np.minimum(np.clip(lam * ws - 1.0, 0.0, None) * on, ring * ws)
+    first = period / 2.0 + ti
+    catch = np.minimum(lam * first, ring) * ws / np.clip(1.0 - lam * ws, 1e-9, None)
+    start = first * np.where(catch <= on, catch / (2.0 * np.maximum(on, TINY)),
+                             1.0 - on / (2.0 * np.maximum(catch, TINY)))
+    over = bursty & (lam * ws >= 1.0)
+    mean = np.where(over, ti + ws + behind / 2.0, ws + idle / 2.0 + bursty * start)
+    p99 = np.where(over, ti + ws + 0.99 * behind, ws + 0.99 * idle)
+    p99 = np.where(bursty & ~over & (catch >= 0.01 * on), np.maximum(p99, ws + period + ti),
+                   p99)
+    return mean, p99
 
 
 def _passive_bursts(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
