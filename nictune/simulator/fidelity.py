@@ -5,7 +5,7 @@ loads (up to overload and receive livelock) and shared hosts (several NICs, some
 core, a tight memory bus); `compare(case)` runs both engines on one case and returns one
 row of errors per transmission. `benchmarks/fidelity.py` and the fidelity test use these.
 
-Errors: throughput, interrupts and CPU busy time are relative to the DES value
+Errors: throughput, interrupts, CPU busy time and mean latency are relative to the DES value
 (|fast − des| / max(|des|, floor)); drops are compared as a share of the packets offered
 (|Δdrops| / offered), because "0 vs 3 drops of 20 000" is agreement, not a 100 % error.
 """
@@ -22,7 +22,7 @@ from nictune.model import MODES, PLACEMENTS, Config, NicSetting, parse_config, p
 from nictune.simulator import simulate
 from nictune.simulator.metrics import Metrics
 
-METRICS = ("throughput", "interrupts", "cpu", "drops")
+METRICS = ("throughput", "interrupts", "cpu", "drops", "latency")
 
 
 @dataclass(frozen=True)
@@ -169,6 +169,7 @@ def errors(fast: Metrics, des: Metrics) -> dict[str, float]:
         "interrupts": _rel(fast.interrupts, des.interrupts, 1.0),
         "cpu": _rel(fast.cpu_busy_s, des.cpu_busy_s, 1e-9),
         "drops": abs(fast.packets_dropped - des.packets_dropped) / max(des.packets_offered, 1),
+        "latency": _rel(fast.latency_mean_s, des.latency_mean_s, 1e-9),
     }
 
 
