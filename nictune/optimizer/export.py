@@ -24,7 +24,7 @@ from nictune.optimizer.objectives import INTERRUPT_FLOOR, OBJECTIVES, PREFERENCE
 from nictune.optimizer.search import Search
 from nictune.plan import Plan, PlanEntry, save_plan
 from nictune.simulator.metrics import Metrics
-from nictune.units import format_bitrate
+from nictune.units import format_bitrate, format_duration
 
 DISAGREE = 0.05  # relative difference between engines that flags a transmission
 # A DES throughput loss vs the default's above this is flagged; below it is within the
@@ -59,11 +59,12 @@ def outcome(search: Search, prefer: str, verify: str) -> Outcome:
         return Outcome(chosen, defaults, fast_d, fast_o, [[] for _ in chosen], fast_d, fast_o)
     des_d, des_o = ev.run([defaults, chosen], verify)
     flags = []
-    for fd, fo, dd, do in zip(fast_d, fast_o, des_d, des_o, strict=True):
+    for t, fd, fo, dd, do in zip(enc.transmissions, fast_d, fast_o, des_d, des_o, strict=True):
         notes = [*_disagreements("default", fd, dd), *_disagreements("optimized", fo, do)]
         if do.throughput_bps < dd.throughput_bps * (1 - REGRESSION):
             notes.append(f"des_regression: the DES predicts {format_bitrate(do.throughput_bps)}"
                          f" < default {format_bitrate(dd.throughput_bps)}")
+        notes += _latency_bound(t.max_latency_p99, do)
         flags.append(notes)
     return Outcome(chosen, defaults, des_d, des_o, flags, fast_d, fast_o)
 
@@ -81,6 +82,15 @@ def _disagreements(which: str, fast: Metrics, des: Metrics) -> list[str]:
             out.append(f"engines_disagree: {which} {key} fast {f:.4g} vs des {d:.4g} "
                        f"({100 * rel:.1f} %)")
     return out
+
+
+def _latency_bound(bound: float | None, des: Metrics) -> list[str]:
+    """The plan breaks the transmission's `max_latency_p99` in the DES (the search held it
+    to the bound with the fast engine's latency)."""
+    if bound is None or des.latency_p99_s <= bound:
+        return []
+    return [f"latency_bound: the DES predicts a 99th-percentile latency of "
+            f"{format_duration(des.latency_p99_s)} > max_latency_p99 {format_duration(bound)}"]
 
 
 def versions() -> dict[str, str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nictune.model import NicSetting, load_config
-from nictune.optimizer.export import _disagreements
+from nictune.optimizer.export import _disagreements, _latency_bound
 from nictune.simulator import simulate
 from nictune.simulator.metrics import Metrics
 
@@ -38,3 +38,12 @@ def test_interrupts_below_one_per_10000_packets_are_not_a_disagreement(
     assert _disagreements("default", replace(des, interrupts=1.0), des) == []
     des = replace(des, interrupts=500.0)
     assert len(_disagreements("default", replace(des, interrupts=1.0), des)) == 1
+
+
+def test_a_plan_past_max_latency_p99_in_the_des_is_flagged(metrics: Metrics) -> None:
+    des = replace(metrics, latency_p99_s=6e-3)
+    assert _latency_bound(None, des) == []
+    assert _latency_bound(10e-3, des) == []
+    flags = _latency_bound(5e-3, des)
+    assert len(flags) == 1 and flags[0].startswith("latency_bound:")
+    assert "6 ms" in flags[0] and "5 ms" in flags[0]
