@@ -151,8 +151,9 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     def wake(rows: np.ndarray, ws: np.ndarray) -> np.ndarray:
         return wakes.load(busy[rows], cols, ws) * ticking[busy[rows]]
 
+    held = (b.ring_slots[busy][:, cols] * wl.ti[cols]) * (irq[busy] > 0)  # (s of handlers)
     t = _phases(edges, arriving, inflow, end, same[busy], wj[busy], irq[busy], sq[busy], cap,
-                weight, wake)
+                weight, wake, held)
     rows = busy[:, None]
     out.rho_o[rows, cols] = t.rho / span
     out.resid[rows, cols] = t.resid / span
@@ -189,7 +190,8 @@ class _Totals(NamedTuple):
 def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.ndarray,
             same: np.ndarray, wj: np.ndarray, irq: np.ndarray, sq: np.ndarray,
             cap: np.ndarray, weight: np.ndarray,
-            wake: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> _Totals:
+            wake: Callable[[np.ndarray, np.ndarray], np.ndarray], held: np.ndarray
+            ) -> _Totals:
     """`_share_host`'s phases, one after the other, for rows whose cores saturate (the
     `_Totals`): the others' load (what they use of the core, not what they ask for: a
     consumer that cannot keep up slows the others down by its share only), residual work
@@ -202,9 +204,17 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
     `wake(rows, w)`: the wake-up load of the sleeping batched consumers in those rows at a
     packet cost w. A consumer that drains beside a backlogged one alternates with it packet
     by packet, so its drains are long and its wake-ups rare: its cost is its own w plus
-    theirs."""
+    theirs.
+
+    Interrupts past the core (active_wait, Σ λ·Ti > 1 while they arrive): the handlers
+    not run yet wait in the rings (`held`: at most a ring of them, in s of handler work),
+    and the core runs them, before any packet work, once the arrivals ease — a receive
+    livelock outlasts its overload (two streams of one NIC: 74 ms of handlers after 31 ms
+    of overload in the DES)."""
     rho, resid, high, q, q_end, taken_own, dropped, behind, alt_t, alt_w, aw_t, aw_rho = (
         np.zeros(wj.shape) for _ in range(12))
+    pend = np.zeros(wj.shape)  # handler work waiting in the rings, s
+    held_any = bool(held.any())
     fin = np.broadcast_to(end, wj.shape).copy()  # when the last packet is taken
     per = np.stack([irq, sq], axis=2)
     ends = np.abs(end[None, :] - edges[1:, None]) <= TINY  # (phases, m)
@@ -223,8 +233,26 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
         # (only the rows with time left in the phase)
         now = np.zeros(wj.shape[0])
         live = np.arange(wj.shape[0])
-        for sub in range(wj.shape[1] + 1):
+        for sub in range(3 * wj.shape[1] + 1):
             qs, sm, ws, hs = q[live], same[live], wj[live], h[live]
+            ps = pend[live]
+            if held_any and (ps.any() or (hs >= 1.0).any()):
+                # handlers held over from an overload take the core first
+                owed = np.matmul(sm, ps[:, :, None])[:, :, 0]
+                clears = owed / np.clip(1.0 - hs, 1e-9, None)
+                catching = (owed > 1e-12) & (hs < 1.0)
+                # in an overload the rings fill with handlers not run yet; a full ring
+                # sheds what comes (so the core serves the others): only the ones with
+                # room left grow, and only while they alone ask for more than the core
+                room = act * irq[live] * (ps < held[live] * (1.0 - 1e-9))
+                free = np.matmul(sm, room[:, :, None])[:, :, 0]
+                growth = np.where(free >= 1.0, room * (1.0 - 1.0 / np.maximum(free, 1.0)),
+                                  0.0)
+                fills = np.where(growth > 0, (held[live] - ps) / np.maximum(growth, TINY),
+                                 np.inf)
+                hs = np.where(catching, 1.0, hs)
+            else:
+                catching, growth, fills = np.zeros(ps.shape, bool), None, None
             member = (act[None, :] > 0) | (qs > 0.5)
             backlog = qs > 0.5
             m = _pairs(sm, member)
@@ -243,8 +271,16 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
             net = rate - act * inflow
             until = np.where(backlog & (net > 0), qs / np.maximum(net, TINY), np.inf)
             step = (length - now[live])[:, None]
-            if sub < wj.shape[1]:
+            if sub < 3 * wj.shape[1]:
                 step = np.minimum(step, until.min(axis=1, keepdims=True))
+                if growth is not None:
+                    step = np.minimum(step, np.minimum(np.where(catching, clears, np.inf),
+                                                       fills).min(axis=1, keepdims=True))
+            if growth is not None:
+                pend[live] = np.where(
+                    h[live] >= 1.0, np.minimum(ps + growth * step, held[live]),
+                    np.where(catching, ps * np.clip(1.0 - step / np.maximum(clears, TINY),
+                                                    0.0, None), ps))
             avail = qs + act * inflow * step
             taken = np.where(member, np.minimum(avail, rate * step), 0.0)
             # a backlog left after the arrivals empties inside this phase
@@ -270,7 +306,8 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
                 break
         q_end = np.where((act > 0) & ends[k], q, q_end)
     # after the last arrival: the backlogs drain; rates change each time one empties
-    # (only the rows that still hold a backlog)
+    # (only the rows that still hold a backlog; handlers still held are left out: adding
+    # them made the tails longer than the DES's)
     now = np.full((wj.shape[0], 1), edges[-1])
     for _ in range(wj.shape[1]):
         rows = np.flatnonzero((q > 0.5).any(axis=1))

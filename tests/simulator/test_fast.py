@@ -458,6 +458,29 @@ def test_a_passive_neighbours_ticks_in_its_burst_gaps_take_the_saturated_ones_co
     assert fast[1].interrupts == pytest.approx(des[1].interrupts, rel=0.01)
 
 
+def test_handlers_held_in_the_rings_outlast_the_overload() -> None:
+    """Two active_wait streams of one NIC at Σλ·Ti = 2 for 31 ms (nictune's fidelity case
+    pair-37): the handlers the core could not run wait in the 16 384-slot rings, and run
+    before any packet work once the short stream ends, so the long one's backlog is
+    starved too (DES: 1 000 of 20 900 delivered, 138 Mbit/s). Without the held handlers
+    the fast engine served it at 1 − λ·Ti after the overload: 1.83 Gbit/s."""
+    raw = {"hosts": {"h": {"cores": 1, "costs": {"irq": 2.27e-6, "per_packet": 0.224e-6,
+                                                 "per_byte": 0.28e-9}}},
+           "nics": {"n": {"host": "h", "link": "100Gbit/s", "max_ring_slots": 32768}},
+           "transmissions": [
+               {"id": "t0", "nic": "n", "size": 20_900 * 1500, "packet_size": 1500,
+                "rate": 325_000},
+               {"id": "t1", "nic": "n", "size": 17_150 * 512, "packet_size": 512,
+                "rate": 557_000, "arrival": "poisson"}]}
+    config = parse_config(raw, source="test")
+    s = NicSetting("active_wait", ring_slots=16384, placement="same_core")
+    fast, des = on_host(config, {"t0": s, "t1": s})
+    assert des[0].packets_dropped > 0.9 * des[0].packets_offered
+    for f, d in zip(fast, des, strict=True):
+        assert f.throughput_bps == pytest.approx(d.throughput_bps, rel=0.25)
+        assert abs(f.packets_dropped - d.packets_dropped) <= 0.01 * d.packets_offered
+
+
 @pytest.mark.parametrize(("interval", "ring", "bulk_interval"), [
     (6.35e-3, 819, 15.76e-3), (6.35e-3, 900, 15.76e-3), (5e-3, 700, 13e-3)])
 def test_drains_that_miss_a_neighbours_drain_overflow_the_ring(
