@@ -105,7 +105,7 @@ def _pct(x: float) -> str:
 def worst(rows: list[dict[str, Any]], metric: str, k: int = 8) -> str:
     """The k rows where `metric` disagrees most, with both engines' values."""
     key = {"throughput": "throughput_bps", "interrupts": "interrupts", "cpu": "cpu_busy_s",
-           "drops": "packets_dropped"}[metric]
+           "drops": "packets_dropped", "latency": "latency_mean_s"}[metric]
     lines = ["| case | kind | arrival | setting | error | des | fast |", "|---" * 7 + "|"]
     for r in sorted(rows, key=lambda r: -r["errors"][metric])[:k]:
         lines.append(f"| {r['case']}/{r['transmission']} | {r['kind']} | {r['arrival']} | "

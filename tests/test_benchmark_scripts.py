@@ -1,0 +1,24 @@
+"""The benchmark scripts run end to end on tiny inputs (their figures are recorded in
+benchmarks/RESULTS.md; this only keeps the scripts themselves from breaking)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_fidelity_prints_every_metric_and_the_pairs(capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # (its worker pool imports it)
+    fidelity = importlib.import_module("fidelity")
+    out = fidelity.main(["--cases", "4", "--seeds", "0", "--packets", "600", "--pairs", "2",
+                         "--workers", "1"])
+    printed = capsys.readouterr().out
+    for metric in ("throughput", "interrupts", "cpu", "drops", "latency"):
+        assert f"worst {metric}:" in printed
+        assert metric in out["summary"]
+    assert out["pairs"] is not None and out["cases"] == 4
