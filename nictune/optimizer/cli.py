@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -56,8 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="engine that evaluates the population (default fast)")
     p.add_argument("--verify", choices=("des", "none"), default="des",
                    help="re-simulate the plan with the DES and flag disagreements (default des)")
-    p.add_argument("--workers", type=_count(1), default=1, metavar="N",
-                   help="processes for DES runs (default 1)")
+    p.add_argument("--workers", type=_count(1), metavar="N",
+                   help="processes for DES runs (default: one per CPU, at most two per "
+                        "host of the config with --verify des, 1 with --verify none)")
     p.add_argument("--dask", metavar="ADDRESS",
                    help="run DES tasks on a Dask scheduler (ADDRESS) or 'local' (2 workers)")
     p.add_argument("--prefer", choices=PREFERENCES, default="throughput",
@@ -86,6 +88,17 @@ def _options(args: argparse.Namespace) -> Options:
     return replace(saved, **extra)
 
 
+def default_workers(engine: str, verify: str, hosts: int) -> int:
+    """Processes for the DES runs when `--workers` is not given: one per CPU this process
+    may use; verifying a fast-engine search runs two DES tasks per host (defaults and
+    plan), so no more than that; none are needed without DES runs."""
+    if engine != "des" and verify == "none":
+        return 1
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    return max(1, cpus if engine == "des" else min(cpus, 2 * hosts))
+
+
 def _progress(gen: int, total: int, gain: float, front: int, rate: float) -> None:
     width = 20
     done = width * gen // max(total, 1)
@@ -102,12 +115,13 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     config = load_config(args.config)
     options = _options(args)
-    if args.dask and args.workers > 1:
+    if args.dask and args.workers:
         raise InputError("--workers and --dask exclude each other; pick one")
+    workers = args.workers or default_workers(options.engine, args.verify, len(config.hosts))
     out = Path(args.out or args.resume or Path("runs") / Path(args.config).stem)
     search: Search | None = None
     try:
-        with mapper(args.workers, args.dask) as map_fn:
+        with mapper(workers, args.dask) as map_fn:
             evaluator = Evaluator(config, Encoding(config), options.engine, options.seed,
                                   options.window, map_fn)
             search = Search(config, options, evaluator, out, _progress)

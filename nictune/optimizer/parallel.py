@@ -44,8 +44,10 @@ def _pool_map(workers: int) -> Iterator[Map]:
     try:
         # map_async().get(timeout) rather than map(): a wait without timeout cannot be
         # interrupted by Ctrl-C.
-        yield lambda fn, items: pool.map_async(fn, items, chunksize=max(
-            1, len(items) // (4 * workers))).get(timeout=_FOREVER)
+        # one task at a time: DES tasks are seconds long and uneven, so handing them out
+        # as workers free up balances better than chunks (rack.yaml's verification: 23 →
+        # 19 s on 2 workers)
+        yield lambda fn, items: pool.map_async(fn, items, chunksize=1).get(timeout=_FOREVER)
     except BaseException:
         pool.terminate()
         raise

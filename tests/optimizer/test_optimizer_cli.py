@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from nictune.cli import main
+from nictune.optimizer.cli import default_workers
 from nictune.plan import load_plan
 
 FAST = ["--population", "8", "--generations", "3"]
@@ -171,3 +172,13 @@ def test_ctrl_c_stops_after_the_generation_or_at_once_the_second_time(
     assert json.loads((out / "checkpoint.json").read_text())["generation"] == saved
     assert not (out / "plan.yaml").exists()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_des_runs_use_the_cpus_by_default() -> None:
+    """No DES runs: one process; verification: at most the two tasks per host; a DES
+    search: every CPU."""
+    cpus = len(os.sched_getaffinity(0))
+    assert default_workers("fast", "none", 4) == 1
+    assert default_workers("fast", "des", 4) == min(cpus, 8)
+    assert default_workers("fast", "des", 1) == min(cpus, 2)
+    assert default_workers("des", "none", 1) == cpus
