@@ -433,10 +433,12 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     # (Poisson: the wait for the n_w − 1 packets after the first, or the timeout, whichever
     # comes first, brings n_w − 1 on average, so it lasts (n_w − 1)/λ on average)
     fill = np.where(by_timeout & ~cx.poisson, tau, (n_wake - 1.0) * g)
-    # waits spread evenly from ws to ws + fill + Ti; Poisson: the first packet of a wake-up
+    # evenly spaced: packet k of a wake-up's n_w waits fill − k·g (+ Ti), so the upper 1 %
+    # of all packets are the first ⌊n_w / 100⌋ + 1 of each wake-up (below 100 a wake-up,
+    # its first: the whole fill, not 0.99 of it); Poisson: the first packet of a wake-up
     # waits longest, for n_w − 1 more, a Gamma wait whose upper 1 % of all packets is its
     # upper n_w % (capped by the timeout)
-    p99 = 0.99 * (fill + ti)
+    p99 = fill - np.floor(0.01 * n_wake + 1e-9) * g + ti
     few = np.flatnonzero(cx.poisson & (n_wake > 1.5) & (n_wake < 100.0))
     if few.size:
         first = gammaincinv(n_wake[few] - 1.0, 1.0 - 0.01 * n_wake[few]) * g[few]
