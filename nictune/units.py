@@ -105,9 +105,9 @@ def format_bitrate(bps: float) -> str:
     return f"{bps:.1f} bit/s"
 
 
-def format_duration(seconds: float) -> str:
-    """`500 ms`, `20 us` style, for tables."""
+def format_duration(seconds: float, digits: int = 3) -> str:
+    """`500 ms`, `20 us` style, for tables (`digits` significant digits)."""
     for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
         if abs(seconds) >= factor:
-            return f"{seconds / factor:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
+            return f"{seconds / factor:.{digits}g} {unit}"
+    return f"{seconds / 1e-9:.{digits}g} ns"

@@ -20,6 +20,7 @@ import numpy as np
 
 from nictune import __version__
 from nictune.model import Config, NicSetting
+from nictune.optimizer.guard import guard
 from nictune.optimizer.objectives import INTERRUPT_FLOOR, OBJECTIVES, PREFERENCES, dominated
 from nictune.optimizer.search import Search
 from nictune.plan import Plan, PlanEntry, save_plan
@@ -27,9 +28,6 @@ from nictune.simulator.metrics import Metrics
 from nictune.units import format_bitrate, format_duration
 
 DISAGREE = 0.05  # relative difference between engines that flags a transmission
-# A DES throughput loss vs the default's above this is flagged; below it is within the
-# noise of the DES's window extrapolation.
-REGRESSION = 0.01
 # Metric, and the magnitude below which differences do not count (noise floor); for
 # interrupts also one per INTERRUPT_FLOOR packets, as in the objectives (29 wake-ups vs 1
 # in 4 million packets is the same prediction: the consumer hardly wakes).
@@ -50,22 +48,25 @@ class Outcome:
 
 
 def outcome(search: Search, prefer: str, verify: str) -> Outcome:
-    """Pick the plan and re-simulate it (and the defaults) with fast and, if asked, DES."""
+    """Pick the plan and re-simulate it (and the defaults) with fast and, if asked, the
+    DES, which also guards it: a host whose plan the DES predicts worse than its default
+    takes the next candidate the DES accepts, or the default (`guard.py`)."""
     enc, ev = search.encoding, search.evaluate
-    chosen = enc.settings(search.composite(prefer))
     defaults = enc.settings(enc.default_genes())
-    fast_d, fast_o = ev.run([defaults, chosen], "fast")
+    first = enc.settings(search.composite(prefer))
     if verify == "none":
-        return Outcome(chosen, defaults, fast_d, fast_o, [[] for _ in chosen], fast_d, fast_o)
-    des_d, des_o = ev.run([defaults, chosen], verify)
-    flags = []
-    for t, fd, fo, dd, do in zip(enc.transmissions, fast_d, fast_o, des_d, des_o, strict=True):
-        notes = [*_disagreements("default", fd, dd), *_disagreements("optimized", fo, do)]
-        if do.throughput_bps < dd.throughput_bps * (1 - REGRESSION):
-            notes.append(f"des_regression: the DES predicts {format_bitrate(do.throughput_bps)}"
-                         f" < default {format_bitrate(dd.throughput_bps)}")
-        notes += _latency_bound(t.max_latency_p99, do)
-        flags.append(notes)
+        fast_d, fast_o = ev.run([defaults, first], "fast")
+        return Outcome(first, defaults, fast_d, fast_o, [[] for _ in first], fast_d, fast_o)
+    # (both in one map; the guard's first round finds the first choice's runs cached)
+    des_d, _ = ev.run([defaults, first], verify)
+    genes, notes = guard(search, prefer, verify, des_d)
+    chosen = enc.settings(genes)
+    (des_o,) = ev.run([chosen], verify)
+    fast_d, fast_o = ev.run([defaults, chosen], "fast")
+    flags = [[*_disagreements("default", fd, dd), *_disagreements("optimized", fo, do),
+              *_latency_bound(t.max_latency_p99, do), *note]
+             for t, fd, fo, dd, do, note in zip(enc.transmissions, fast_d, fast_o, des_d,
+                                                des_o, notes, strict=True)]
     return Outcome(chosen, defaults, des_d, des_o, flags, fast_d, fast_o)
 
 
@@ -90,7 +91,7 @@ def _latency_bound(bound: float | None, des: Metrics) -> list[str]:
     if bound is None or des.latency_p99_s <= bound:
         return []
     return [f"latency_bound: the DES predicts a 99th-percentile latency of "
-            f"{format_duration(des.latency_p99_s)} > max_latency_p99 {format_duration(bound)}"]
+            f"{format_duration(des.latency_p99_s, 4)} > max_latency_p99 {format_duration(bound)}"]
 
 
 def versions() -> dict[str, str]:

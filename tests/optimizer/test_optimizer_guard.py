@@ -1,0 +1,111 @@
+"""The reference guard: a host whose plan the DES predicts worse than its default takes the
+next archive candidate the DES accepts, or the default. Real DES runs throughout; the
+archives are written by hand so that the first choice is one the DES rejects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nictune.model import NicSetting, load_config
+from nictune.optimizer.archive import HostArchive
+from nictune.optimizer.checkpoint import Options
+from nictune.optimizer.encoding import Encoding
+from nictune.optimizer.evaluate import Evaluator
+from nictune.optimizer.export import outcome
+from nictune.optimizer.guard import guard, ranked, worse_than_default
+from nictune.optimizer.search import Search
+from nictune.simulator import simulate
+
+# transmission "a" of the small config: 2 000 evenly spaced packets at 4 000/s on its own
+# host. A 64-slot ring polled every 0.2 s loses most of them; a 100 µs tick keeps up.
+LOSSY = NicSetting("passive_wait", poll_interval=0.2, ring_slots=64)
+LOSSY_TOO = NicSetting("passive_wait", poll_interval=0.5, ring_slots=64)
+GOOD = NicSetting("passive_wait", poll_interval=100e-6, ring_slots=4096)
+
+
+@pytest.fixture
+def search(small_config: Path) -> Search:
+    config = load_config(small_config)
+    s = Search(config, Options(population=16, generations=2),
+               Evaluator(config, Encoding(config), "fast", 0, 200_000))
+    s.run()
+    return s
+
+
+def _host_a(search: Search, settings: list[NicSetting], throughputs: list[float]) -> None:
+    """Make host solo-a's archive these settings, the fast engine's "throughput" ratios
+    given so that `prefer=throughput` ranks them in this order."""
+    enc = search.encoding
+    h = enc.hosts.index("solo-a")
+    space = enc.spaces[enc.nic_index["na"]]
+    genes = np.array([space.encode(s) for s in settings])
+    values = np.array([[t, 0.01, 0.5] for t in throughputs])
+    assert search.state is not None
+    search.state.archives[h] = HostArchive(genes, values, np.zeros(len(settings)),
+                                           np.array(throughputs))
+
+
+def _reference(search: Search) -> list:
+    enc = search.encoding
+    (des,) = search.evaluate.run([enc.settings(enc.default_genes())], "des")
+    return des
+
+
+def test_worse_than_default_names_slower_lossier_and_later(small_config: Path) -> None:
+    config = load_config(small_config)
+    a, b = config.transmissions[0], config.transmissions[1]
+
+    def des(t, setting):
+        return simulate(config, {t.id: setting}, engine="des", exact=True)[0]
+
+    default_a = des(a, config.default_setting(a))
+    assert worse_than_default(a, default_a, default_a) == []
+    assert worse_than_default(a, des(a, GOOD), default_a) == []
+    lossy = worse_than_default(a, des(a, LOSSY), default_a)
+    assert any("loses" in r for r in lossy) and any("< default" in r for r in lossy)
+    # b has max_latency_p99 20 ms; a 50 ms timeout with a huge watermark waits past it
+    default_b = des(b, config.default_setting(b))
+    late = des(b, NicSetting("watermark", watermark=512, watermark_timeout=50e-3,
+                             ring_slots=1024))
+    assert late.latency_p99_s > 20e-3 > default_b.latency_p99_s
+    assert any("p99 latency" in r for r in worse_than_default(b, late, default_b))
+
+
+def test_ranked_follows_the_preference_and_starts_at_best(search: Search) -> None:
+    _host_a(search, [GOOD, LOSSY, LOSSY_TOO], [1.01, 1.03, 1.02])
+    archive = search.state.archives[search.encoding.hosts.index("solo-a")]
+    order = ranked(archive, "throughput", 5)
+    assert order == [1, 2, 0] and order[0] == archive.best("throughput")
+
+
+def test_a_plan_the_des_rejects_takes_the_next_candidate(search: Search) -> None:
+    _host_a(search, [LOSSY, GOOD], [1.02, 1.01])
+    genes, notes = guard(search, "throughput", "des", _reference(search))
+    enc = search.encoding
+    assert enc.settings(genes)[0] == GOOD
+    assert len(notes[0]) == 1 and notes[0][0].startswith("des_guard:")
+    assert "candidate 2" in notes[0][0] and "loses" in notes[0][0]
+    # the other hosts keep their first choice and get no note
+    assert notes[1:] == [[], [], []]
+    assert enc.settings(genes)[1:] == enc.settings(search.composite("throughput"))[1:]
+
+
+def test_when_every_candidate_is_rejected_the_host_keeps_its_default(search: Search) -> None:
+    _host_a(search, [LOSSY, LOSSY_TOO], [1.02, 1.01])
+    genes, notes = guard(search, "throughput", "des", _reference(search))
+    enc = search.encoding
+    assert enc.settings(genes)[0] == enc.settings(enc.default_genes())[0]
+    assert "takes the default" in notes[0][0] and "first 2 choice(s)" in notes[0][0]
+
+
+def test_the_verified_plan_carries_the_guard(search: Search) -> None:
+    _host_a(search, [LOSSY, GOOD], [1.02, 1.01])
+    out = outcome(search, "throughput", "des")
+    assert out.settings[0] == GOOD
+    assert out.optimized[0].packets_dropped == 0
+    assert any(f.startswith("des_guard:") for f in out.flags[0])
+    # without verification there is no reference to guard with: the first choice stays
+    assert outcome(search, "throughput", "none").settings[0] == LOSSY
