@@ -87,12 +87,16 @@ def guard(search: Search, prefer: str, engine: str, default: list[Metrics]
             reasons = [r for j in cols for r in worse_than_default(
                 enc.transmissions[j], metrics[j], default[j])]
             if reasons and tried[h] < len(orders[h]):
-                why[h].append("; ".join(reasons))
+                why[h].append(f"{_describe(search, h, genes)}: {'; '.join(reasons)}")
                 tried[h] += 1
                 continue
             pending.discard(h)
             if tried[h]:
-                note = _note(search, h, genes, why[h], tried[h] == len(orders[h]))
+                taken = ("the default" if tried[h] == len(orders[h]) else
+                         f"candidate {tried[h] + 1} of its archive")
+                note = (f"des_guard: the DES predicts the first choice for {enc.hosts[h]} "
+                        f"worse than the default ({why[h][0]}); {len(why[h])} rejected, the "
+                        f"plan takes {taken} ({_describe(search, h, genes)})")
                 for j in cols:
                     notes[j].append(note)
         if not pending:
@@ -111,11 +115,8 @@ def _compose(search: Search, orders: list[list[int]], tried: list[int],
     return genes
 
 
-def _note(search: Search, h: int, genes: np.ndarray, why: list[str], fallback: bool) -> str:
+def _describe(search: Search, h: int, genes: np.ndarray) -> str:
+    """Host h's NIC settings in `genes`, as the summary writes them."""
     enc = search.encoding
-    host = enc.hosts[h]
-    kept = ", ".join(f"{s.nic}: {st.describe()}" for s, st in zip(
-        enc.spaces, enc.nic_settings(genes), strict=True) if s.host == host)
-    taken = "the default" if fallback else f"candidate {len(why) + 1} of the host's archive"
-    return (f"des_guard: the DES predicted the first {len(why)} choice(s) for {host} worse "
-            f"than the default ({why[0]}); the plan takes {taken} ({kept})")
+    return ", ".join(f"{s.nic}: {st.describe()}" for s, st in zip(
+        enc.spaces, enc.nic_settings(genes), strict=True) if s.host == enc.hosts[h])

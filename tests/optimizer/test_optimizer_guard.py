@@ -88,6 +88,7 @@ def test_a_plan_the_des_rejects_takes_the_next_candidate(search: Search) -> None
     assert enc.settings(genes)[0] == GOOD
     assert len(notes[0]) == 1 and notes[0][0].startswith("des_guard:")
     assert "candidate 2" in notes[0][0] and "loses" in notes[0][0]
+    assert "every 200 ms ring=64" in notes[0][0]  # the rejected choice is named
     # the other hosts keep their first choice and get no note
     assert notes[1:] == [[], [], []]
     assert enc.settings(genes)[1:] == enc.settings(search.composite("throughput"))[1:]
@@ -98,7 +99,7 @@ def test_when_every_candidate_is_rejected_the_host_keeps_its_default(search: Sea
     genes, notes = guard(search, "throughput", "des", _reference(search))
     enc = search.encoding
     assert enc.settings(genes)[0] == enc.settings(enc.default_genes())[0]
-    assert "takes the default" in notes[0][0] and "first 2 choice(s)" in notes[0][0]
+    assert "takes the default" in notes[0][0] and "2 rejected" in notes[0][0]
 
 
 def test_the_verified_plan_carries_the_guard(search: Search) -> None:
