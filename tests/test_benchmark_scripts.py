@@ -22,3 +22,16 @@ def test_fidelity_prints_every_metric_and_the_pairs(capsys: pytest.CaptureFixtur
         assert f"worst {metric}:" in printed
         assert metric in out["summary"]
     assert out["pairs"] is not None and out["cases"] == 4
+
+
+def test_fidelity_plans_reports_the_guard_per_host(capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    plans = importlib.import_module("fidelity_plans")
+    out = plans.main(["--pairs", "2", "--shared", "2", "--packets", "2000", "--population",
+                      "8", "--generations", "2", "--workers", "1"])
+    printed = capsys.readouterr().out
+    assert "first choice rejected by the DES" in printed
+    assert {"one-NIC pairs", "shared hosts", "all"} <= set(out["summary"])
+    # a shipped plan is never one the DES puts more than 1 % below the default's throughput
+    assert min(r["plan_throughput"] for r in out["rows"]) >= 0.99
