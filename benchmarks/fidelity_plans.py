@@ -11,7 +11,7 @@ default; and the DES's throughput and interrupts of the first choice and of the 
 shipped, as geometric means of the per-transmission ratios to the default.
 
 Run: `python benchmarks/fidelity_plans.py [--pairs 40] [--shared 40] [--packets 30000]
-[--population 32] [--generations 15] [--workers 2]` (about 2 minutes on 2 cores).
+[--population 32] [--generations 15] [--workers 2] [--worst 5]` (about 2 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def run_case(job: tuple[Case, int, int]) -> list[dict[str, Any]]:
         rows.append({
             "case": case.name, "host": enc.hosts[h], "transmissions": len(cols),
             "rejected": bool(notes), "fallback": any("takes the default" in n for n in notes),
+            "note": notes[0] if notes else "",
             "first_throughput": _ratio(first, out.default, "throughput_bps", cols),
             "plan_throughput": _ratio(out.optimized, out.default, "throughput_bps", cols),
             "plan_interrupts": _ratio(out.optimized, out.default, "interrupts", cols)})
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--population", type=int, default=32)
     parser.add_argument("--generations", type=int, default=15)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--worst", type=int, default=5, help="rows of the worst list")
     args = parser.parse_args(argv)
     cases = nic_pair_cases(args.pairs, seed=11, packets=args.packets)
     shared = [c for c in random_cases(args.shared * 6, seed=12, packets=args.packets)
@@ -106,11 +108,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"| {label} | {len(sel)} | {rejected} ({100 * rejected / len(sel):.0f} %) | "
               f"{fallback} | {np.median(first):.3f}, {first.min():.3f} | "
               f"{np.median(plan):.3f}, {plan.min():.3f} | {np.median(ints):.3f} |")
-    worst = sorted(rows, key=lambda r: r["first_throughput"])[:5]
+    worst = sorted(rows, key=lambda r: r["first_throughput"])[:args.worst]
     print("\nfirst choices the DES puts furthest below the default (throughput ratio):")
     for r in worst:
         print(f"- {r['case']}/{r['host']}: first choice {r['first_throughput']:.3f}, "
-              f"shipped {r['plan_throughput']:.3f}{' (the default)' if r['fallback'] else ''}")
+              f"shipped {r['plan_throughput']:.3f}{' (the default)' if r['fallback'] else ''}"
+              + (f"\n  {r['note']}" if r["note"] else ""))
     return {"rows": rows, "summary": summary, "wall_s": wall}
 
 

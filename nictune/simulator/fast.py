@@ -252,7 +252,38 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         for key, value in sub.items():
             res[key][sat] = value
     res = {k: v.reshape(shape) for k, v in res.items()}
+    _one_tick(wl, b, w, pas & (period >= wl.span[None, :]), part, res)
     return _outputs(wl, res, w, bus)
+
+
+def _one_tick(wl: Workload, b: SettingBatch, w: np.ndarray, one: np.ndarray,
+              part: Partners | None, res: dict[str, np.ndarray]) -> None:
+    """passive_wait elements `one` whose first tick, one period after the first arrival,
+    comes after the last arrival (arrays (P, T); `res` in place, after every steady-state
+    model, which would fill the ring from a whole period of arrivals and end the transfer
+    at its last arrival): that tick wakes the consumer once, for the first R packets (the
+    rest were dropped), whatever the arrival process. Its drain alternates packet by
+    packet with the drains of partners woken by the same tick (one NIC's transmissions),
+    taking min(k, k_j) of theirs; packet i of its k arrived i/λ in, so the latencies are
+    evenly spaced, drain/k − 1/λ apart. (Other NICs' packets still arriving at the tick
+    are not counted.)"""
+    if not one.any():
+        return
+    kept = np.minimum(wl.n[None, :], b.ring_slots)
+    drain = kept * w
+    for cols, weight in part.pairs if part is not None else []:
+        both = (weight > 0) & one[:, cols, None] & one[:, None, cols]
+        k = kept[:, cols]
+        drain[:, cols] += np.einsum("pij,pij->pi", both, np.minimum(k[:, :, None], k[:, None, :])
+                                    * w[:, None, cols])
+    first = b.poll_interval + wl.ti[None, :] + w  # the first packet's latency
+    step = drain / kept - 1.0 / wl.local[None, :]
+    sel = np.flatnonzero(one.ravel())
+    for key, value in (("interrupts", 1.0), ("empty", 0.0), ("delivered", kept),
+                       ("duration", first - w + drain),
+                       ("lat_mean", first + (kept - 1.0) / 2.0 * step),
+                       ("lat_p99", first + (kept - 1.0) * step * np.where(step > 0, 0.99, 0.01))):
+        res[key].ravel()[sel] = np.broadcast_to(value, one.shape).ravel()[sel]
 
 
 def _drains_alone(wl: Workload, flat: dict[str, np.ndarray], res: dict[str, np.ndarray],

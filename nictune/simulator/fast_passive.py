@@ -158,31 +158,9 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
     zero = np.zeros_like(delivered)
     followed = zero.copy()
     followed[follow] = 1.0
-    out = Mode(interrupts=interrupts, empty=empty, delivered=delivered, stranded=zero,
-               followed=followed, waits_drawn=drawn.astype(float),
-               duration=cx.span + resid + ti + last_n * ws, lat_mean=lat[0], lat_p99=lat[1])
-    _one_tick(cx, period, delay, out)
-    return out
-
-
-def _one_tick(cx: Ctx, period: np.ndarray, delay: np.ndarray, out: Mode) -> None:
-    """Elements whose first tick, one period after the first arrival, comes after the last
-    arrival (in `out`, in place): that tick wakes the consumer once, for the packets the
-    ring kept (the first R; the rest are dropped), whatever the arrival process. Packet i
-    of those k arrived i/λ in and is done Ti (+ the wait) + (i + 1)·ws after the tick, so
-    the latencies are evenly spaced, a step d = ws − 1/λ apart. (The cycle models above
-    are steady-state: they would fill the ring from a whole period of arrivals.)"""
-    one = np.flatnonzero(period >= cx.span)
-    if not one.size:
-        return
-    lam, ws, n = cx.lam[one], cx.ws[one], cx.n[one]
-    kept = np.minimum(n, cx.ring[one])
-    first = period[one] + cx.ti[one] + delay[one] + ws  # the first packet's latency
-    d = ws - 1.0 / lam
-    out.interrupts[one], out.empty[one], out.delivered[one] = 1.0, 0.0, kept
-    out.duration[one] = first + (kept - 1.0) * ws
-    out.lat_mean[one] = first + (kept - 1.0) / 2.0 * d
-    out.lat_p99[one] = first + (kept - 1.0) * d * np.where(d > 0, 0.99, 0.01)
+    return Mode(interrupts=interrupts, empty=empty, delivered=delivered, stranded=zero,
+                followed=followed, waits_drawn=drawn.astype(float),
+                duration=cx.span + resid + ti + last_n * ws, lat_mean=lat[0], lat_p99=lat[1])
 
 
 def _latency(cycle: np.ndarray, taken: np.ndarray, ws: np.ndarray, ti: np.ndarray,
