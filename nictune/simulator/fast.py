@@ -252,35 +252,41 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         for key, value in sub.items():
             res[key][sat] = value
     res = {k: v.reshape(shape) for k, v in res.items()}
-    _one_tick(wl, b, w, pas & (period >= wl.span[None, :]), part, res)
+    # one wake-up after the last arrival: a tick, or a timeout below the watermark
+    late = np.where(pas, period, np.where(wat & (wl.n[None, :] < wm), tau, 0.0))
+    _one_wake(wl, b, w, late, late >= np.maximum(wl.span[None, :], TINY), res)
     return _outputs(wl, res, w, bus)
 
 
-def _one_tick(wl: Workload, b: SettingBatch, w: np.ndarray, one: np.ndarray,
-              part: Partners | None, res: dict[str, np.ndarray]) -> None:
-    """passive_wait elements `one` whose first tick, one period after the first arrival,
-    comes after the last arrival (arrays (P, T); `res` in place, after every steady-state
+def _one_wake(wl: Workload, b: SettingBatch, w: np.ndarray, late: np.ndarray,
+              one: np.ndarray, res: dict[str, np.ndarray]) -> None:
+    """Elements `one` woken once, `late` s after their first arrival, after their last
+    one: a passive_wait tick, or a watermark timeout with fewer packets than the
+    watermark (arrays (P, T); `res` in place, after every steady-state and shared-core
     model, which would fill the ring from a whole period of arrivals and end the transfer
-    at its last arrival): that tick wakes the consumer once, for the first R packets (the
-    rest were dropped), whatever the arrival process. Its drain alternates packet by
-    packet with the drains of partners woken by the same tick (one NIC's transmissions),
-    taking min(k, k_j) of theirs; packet i of its k arrived i/λ in, so the latencies are
-    evenly spaced, drain/k − 1/λ apart. (Other NICs' packets still arriving at the tick
-    are not counted.)"""
+    at its last arrival). The wake-up takes the first R packets (the rest were dropped),
+    whatever the arrival process; its drain alternates packet by packet with those of the
+    consumers on its core woken at the same time (one NIC's transmissions), taking
+    min(k, k_j) of theirs. Packet i of its k arrived i/λ in, so the latencies are evenly
+    spaced, drain/k − 1/λ apart. (Packets of other consumers still arriving then are not
+    counted.)"""
     if not one.any():
         return
     kept = np.minimum(wl.n[None, :], b.ring_slots)
     drain = kept * w
-    for cols, weight in part.pairs if part is not None else []:
-        both = (weight > 0) & one[:, cols, None] & one[:, None, cols]
+    for cols in wl.groups:
+        at = wl.start[None, cols] + late[:, cols]
+        both = (one[:, cols, None] & one[:, None, cols] & ~np.eye(cols.size, dtype=bool)
+                & (b.irq_core[:, cols, None] == b.irq_core[:, None, cols])
+                & (np.abs(at[:, :, None] - at[:, None, :]) <= 1e-6 * at[:, :, None]))
         k = kept[:, cols]
         drain[:, cols] += np.einsum("pij,pij->pi", both, np.minimum(k[:, :, None], k[:, None, :])
                                     * w[:, None, cols])
-    first = b.poll_interval + wl.ti[None, :] + w  # the first packet's latency
+    first = late + wl.ti[None, :] + w  # the first packet's latency
     step = drain / kept - 1.0 / wl.local[None, :]
     sel = np.flatnonzero(one.ravel())
     for key, value in (("interrupts", 1.0), ("empty", 0.0), ("delivered", kept),
-                       ("duration", first - w + drain),
+                       ("stranded", 0.0), ("duration", first - w + drain),
                        ("lat_mean", first + (kept - 1.0) / 2.0 * step),
                        ("lat_p99", first + (kept - 1.0) * step * np.where(step > 0, 0.99, 0.01))):
         res[key].ravel()[sel] = np.broadcast_to(value, one.shape).ravel()[sel]

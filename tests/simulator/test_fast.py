@@ -825,11 +825,31 @@ def test_a_first_tick_after_the_last_arrival_wakes_once_for_what_the_ring_kept(
     assert fast.latency_mean_s == pytest.approx(des.latency_mean_s, rel=0.02)
 
 
-def test_one_nics_transmissions_woken_by_one_late_tick_drain_in_turn() -> None:
-    """Two transmissions of one NIC (one timer), all arrived before the first tick at 1 s,
-    one of them faster than the core while it arrives: the tick wakes both once and their
-    drains alternate packet by packet (fidelity_plans' pair-33: the fast engine said the
-    fluid overload's 15 ms, the DES 1.015 s; the optimizer's first choice there)."""
+@pytest.mark.parametrize("arrival", ["cbr", "poisson", "onoff"])
+def test_a_watermark_timeout_after_the_last_arrival_wakes_once(arrival: str) -> None:
+    """10 000 packets below a watermark of 16 384 with a 1 s timeout: one wake-up, 1 s after
+    the first packet (the fast engine said a latency of 41 ms, the DES 1 s)."""
+    config = measured(400_000, 64, (TI, TP, 0.25e-9), arrival,
+                      (2e-3, 3e-3) if arrival == "onoff" else None)
+    config = replace(config, transmissions=[replace(config.transmissions[0], size=10_000 * 64)])
+    fast, des = both(config, NicSetting("watermark", watermark=16384, watermark_timeout=1.0,
+                                        ring_slots=32768))
+    assert fast.interrupts == des.interrupts == 1
+    assert fast.packets_delivered == des.packets_delivered == 10_000
+    assert fast.duration_s == pytest.approx(des.duration_s, rel=1e-3)
+    assert fast.latency_p99_s == pytest.approx(des.latency_p99_s, rel=0.01)
+    assert fast.latency_mean_s == pytest.approx(des.latency_mean_s, rel=0.02)
+
+
+@pytest.mark.parametrize("setting", [
+    NicSetting("passive_wait", poll_interval=1.0, ring_slots=32768),
+    NicSetting("watermark", watermark=16384, watermark_timeout=1.0, ring_slots=32768)])
+def test_one_nics_transmissions_woken_once_late_drain_in_turn(setting: NicSetting) -> None:
+    """Two transmissions of one NIC (one setting), all arrived before the first tick (or
+    the timeout) at 1 s, one of them faster than the core while it arrives: that wakes
+    both once and their drains alternate packet by packet (fidelity_plans' pair-33: the
+    fast engine said the fluid overload's 15 ms, the DES 1.015 s; the optimizer's first
+    choice there, with a tick, then with a timeout)."""
     raw = {"hosts": {"h": {"cores": 2, "costs": {"irq": 7.2e-6, "per_packet": 0.32e-6,
                                                  "per_byte": 0.06e-9}}},
            "nics": {"n": {"host": "h", "link": "100Gbit/s", "max_ring_slots": 32768}},
@@ -839,7 +859,6 @@ def test_one_nics_transmissions_woken_by_one_late_tick_drain_in_turn() -> None:
                {"id": "t1", "nic": "n", "size": 11_413 * 4000, "packet_size": 4000,
                 "rate": 2_175_538, "arrival": "cbr"}]}
     config = parse_config(raw, source="test")
-    setting = NicSetting("passive_wait", poll_interval=1.0, ring_slots=32768)
     fast, des = on_host(config, {"t0": setting, "t1": setting})
     for f, d in zip(fast, des, strict=True):
         assert f.interrupts == d.interrupts == 1 and f.packets_dropped == d.packets_dropped == 0
