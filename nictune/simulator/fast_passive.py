@@ -159,8 +159,9 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
     followed = zero.copy()
     followed[follow] = 1.0
     return Mode(interrupts=interrupts, empty=empty, delivered=delivered, stranded=zero,
-                followed=followed, waits_drawn=drawn.astype(float),
-                duration=cx.span + resid + ti + last_n * ws, lat_mean=lat[0], lat_p99=lat[1])
+                 followed=followed, waits_drawn=drawn.astype(float),
+                 duration=cx.span + resid + ti + last_n * ws,
+                 lat_mean=lat[0], lat_p99=lat[1])
 
 
 def _latency(cycle: np.ndarray, taken: np.ndarray, ws: np.ndarray, ti: np.ndarray,
