@@ -238,6 +238,8 @@ class _Fields:
                 value = parse(self.raw[key])
             except ValueError as exc:
                 self.fail(str(exc), key)
+        if isinstance(value, float) and not math.isfinite(value):
+            self.fail(f"must be a finite number, got {value}", key)
         if (low is not None and value < low) or (high is not None and value > high):
             self.fail(f"must be between {_fmt(low)} and {_fmt(high)}{unit}, got {_fmt(value)}",
                       key)

@@ -138,6 +138,13 @@ BAD = [
     ({"transmissions.0.packet_size": 1400.5}, r"packet_size: expected a whole number"),
     ({"hosts.h1.memory.traffic_per_byte": "lots"}, r"traffic_per_byte: expected a number"),
     ({"hosts.h1.cores": True}, r"cores: expected a whole number, got True"),
+    # NaN passes every range comparison: refused before it reaches an engine
+    ({"transmissions.0.size": float("nan")}, r"transmissions\[0\]\.size: must be a finite"),
+    ({"transmissions.0.rate": float("nan")}, r"transmissions\[0\]\.rate: must be a finite"),
+    ({"transmissions.0.start": float("inf")}, r"transmissions\[0\]\.start: must be a finite"),
+    ({"hosts.h1.costs.irq": float("nan")}, r"hosts\.h1\.costs\.irq: must be a finite"),
+    ({"transmissions.0.default": {"mode": "passive_wait", "poll_interval": float("nan")}},
+     r"default\.poll_interval: must be a finite"),
     ({"transmissions.0.id": "bad id!"}, r"transmissions\[0\]\.id: expected a name"),
     ({"hosts.h1.costs": [1, 2]}, r"hosts\.h1\.costs: expected a mapping"),
     ({"transmissions.0": "t1"}, r"transmissions\[0\]: expected a mapping, got str"),
