@@ -67,6 +67,7 @@ class Consumer:
         self.in_backlog = 0  # active_wait: packets in the backlog
         self.requested = False  # busy_poll: a request is queued or in service
         self.step = max(1, math.ceil(self.Ti / self.T - 1e-9)) if self.T else 1
+        self.woke = -INF  # when the last wake-up came (a tick is never served twice)
         self.on_wake: Callable[[simpy.Event], None] | None = None  # set by its Core
 
     def ring(self) -> int:
@@ -160,7 +161,7 @@ class Core:
 
     def _woken(self, c: Consumer) -> None:
         if c.state == SLEEP:
-            c.state = WAKING
+            c.state, c.woke = WAKING, self.env.now
             self.irq_q.append((c, WAKE, -1))
 
     # ------------------------------------------------------------------ the core's loop
@@ -283,7 +284,7 @@ class Core:
             k = max(1, math.ceil((x - c.AL[0]) / c.T))
             while k > 1 and c.tick(k - 1) >= x:
                 k -= 1
-            while c.tick(k) < x:
+            while c.tick(k) < x or c.tick(k) <= c.woke:  # (irq 0: x is the tick itself)
                 k += 1
             if q == 0 and self.vectorised and self._idle():
                 k += c.step * self._empty_ticks(c, k, self._quiet_until())

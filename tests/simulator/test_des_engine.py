@@ -470,3 +470,21 @@ def test_batched_modes_follow_the_rules_packet_by_packet(setting, rate):
     assert (got["packets_dropped"] > 0) == (rate == "1.5Mpps" and setting.ring_slots < 4096)
     for key, value in want.items():
         assert got[key] == pytest.approx(value, rel=1e-9), key
+
+
+@pytest.mark.timeout(60)
+def test_zero_cost_interrupts_never_serve_a_tick_twice():
+    """irq 0 (a value validation accepts): an empty wake-up ends at its own tick, which the
+    consumer must not take again. Two passive consumers on one core looped at one instant
+    for ever (a fuzz run), or counted 149 wake-ups where 101 ticks fit."""
+    raw = {"hosts": {"h": {"cores": 1, "costs": {"irq": 0}}},
+           "nics": {"n": {"host": "h", "link": "10Gbit/s"}, "m": {"host": "h", "link": "10Gbit/s"}},
+           "transmissions": [{"id": i, "nic": nic, "size": 3000, "packet_size": 1500,
+                              "rate": "1000pps", "arrival": "cbr",
+                              "default": {"mode": "passive_wait", "poll_interval": "10us"}}
+                             for i, nic in (("a", "n"), ("b", "m"))]}
+    cfg = parse_config(raw, "x.yaml")
+    defaults = {t.id: cfg.default_setting(t) for t in cfg.transmissions}
+    for m in simulate(cfg, defaults, engine="des", exact=True):
+        assert m.packets_delivered == 2
+        assert m.interrupts <= m.duration_s / 10e-6 + 1
