@@ -19,13 +19,26 @@ def link_packet_rate(t: Transmission, nic: Nic) -> float:
     return nic.link / (8.0 * (t.packet_size + WIRE_OVERHEAD_BYTES))
 
 
+def onoff_bursts(t: Transmission, nic: Nic) -> tuple[float, int, float]:
+    """(peak packets/s, packets per burst, s from one burst's start to the next) of an
+    onoff transmission. Inside a burst packets come at λ·(on+off)/on, capped by the link;
+    a burst holds whole packets (⌈on·peak⌉, at least one), and the cycle is stretched to
+    match, so the mean rate stays what the config asks (capped by the link) — a burst
+    shorter than one packet is one packet every 1/λ."""
+    on, off = t.onoff_on, t.onoff_off
+    peak = min(t.rate * (on + off) / on, link_packet_rate(t, nic))
+    per_burst = max(1, math.ceil(on * peak - 1e-9))
+    return peak, per_burst, per_burst * (on + off) / (on * peak)
+
+
 def arrival_times(t: Transmission, nic: Nic, seed: int, k: int, count: int | None = None
                   ) -> np.ndarray:
     """Arrival times (s, ascending) of the first `count` packets (default: all) of `t`.
 
     cbr: start + i/λ. poisson: exponential gaps of mean 1/λ from `start`. onoff: bursts of
-    `onoff_on` s every `onoff_on + onoff_off` s, packets evenly spaced inside a burst at the
-    peak rate λ·(on+off)/on capped at the link's packet rate.
+    `onoff_bursts` packets, evenly spaced at the peak rate λ·(on+off)/on capped at the
+    link's packet rate, one burst every cycle (`onoff_on + onoff_off` s stretched to whole
+    packets per burst).
     """
     n = t.packets if count is None else min(count, t.packets)
     lam = t.rate
@@ -35,9 +48,7 @@ def arrival_times(t: Transmission, nic: Nic, seed: int, k: int, count: int | Non
         rng = np.random.default_rng([seed, k])
         return t.start + np.cumsum(rng.exponential(1.0 / lam, n))
     if t.arrival == "onoff":
-        on, off = t.onoff_on, t.onoff_off
-        peak = min(lam * (on + off) / on, link_packet_rate(t, nic))
-        per_burst = max(1, math.ceil(on * peak - 1e-9))
+        peak, per_burst, cycle = onoff_bursts(t, nic)
         i = np.arange(n, dtype=np.int64)
-        return t.start + (i // per_burst) * (on + off) + (i % per_burst) / peak
+        return t.start + (i // per_burst) * cycle + (i % per_burst) / peak
     raise ValueError(f"unknown arrival process {t.arrival!r}")

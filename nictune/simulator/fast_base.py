@@ -10,7 +10,7 @@ import numpy as np
 from scipy.special import pdtrc
 
 from nictune.model import ARRIVALS, Config, Transmission
-from nictune.simulator.arrivals import link_packet_rate
+from nictune.simulator.arrivals import onoff_bursts
 from nictune.simulator.costs import memory_factors
 
 CBR, POISSON, ONOFF = (ARRIVALS.index(a) for a in ("cbr", "poisson", "onoff"))
@@ -55,15 +55,11 @@ class Workload:
             host, nic = config.host_of(t), config.nic_of(t)
             n, rate = t.packets, t.rate
             if t.arrival == "onoff":
-                local = min(rate * (t.onoff_on + t.onoff_off) / t.onoff_on,
-                            link_packet_rate(t, nic))
-                per_burst = max(1, math.ceil(t.onoff_on * local - 1e-9))  # as arrivals.py
+                local, per_burst, cycle = onoff_bursts(t, nic)  # as the DES's arrivals
                 bursts = math.ceil(n / per_burst)
                 last = n - (bursts - 1) * per_burst
-                span = (bursts - 1) * (t.onoff_on + t.onoff_off) + (last - 1) / local
-                on, off = (per_burst - 1) / local, t.onoff_on + t.onoff_off - (
-                    per_burst - 1) / local
-                cycle = t.onoff_on + t.onoff_off
+                span = (bursts - 1) * cycle + (last - 1) / local
+                on, off = (per_burst - 1) / local, cycle - (per_burst - 1) / local
             else:
                 local, per_burst, bursts = rate, n, 1
                 span, on, off, cycle = (n - 1) / rate, (n - 1) / rate, 0.0, np.inf

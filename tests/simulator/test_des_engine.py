@@ -331,6 +331,20 @@ def test_arrival_processes():
     assert np.diff(capped[:2])[0] == pytest.approx(8 * 1020 / 10e9)
 
 
+@pytest.mark.parametrize(("on", "off"), [(10e-6, 15e-6), (5e-6, 12e-6), (1e-6, 1e-6)])
+def test_onoff_bursts_of_whole_packets_keep_the_mean_rate(on, off):
+    """A burst holds whole packets: λ·(on+off) = 2.5 packets' worth is 3 packets with the
+    cycle stretched to match, a burst shorter than a packet is one packet every 1/λ.
+    Rounding the packets up at the nominal cycle ran these 20 %, 18 % and 400 % fast (a
+    fuzz case at 52× its rate and 6× its link)."""
+    cfg = config(packets=10_000, rate="100kpps", arrival="onoff")
+    t, nic = replace(cfg.transmissions[0], onoff_on=on, onoff_off=off), cfg.nics["n0"]
+    a = arrival_times(t, nic, 0, 0)
+    assert (len(a) - 1) / (a[-1] - a[0]) == pytest.approx(1e5, rel=0.01)
+    if 1e5 * (on + off) < 1:
+        assert np.allclose(np.diff(a), 1e-5)
+
+
 def test_arrivals_do_not_depend_on_the_selection():
     cfg = config(packets=5000, extra=2)
     s = NicSetting("passive_wait", poll_interval=1e-4)
