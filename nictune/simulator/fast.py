@@ -352,8 +352,9 @@ def _outputs(wl: Workload, res: dict[str, np.ndarray], w: np.ndarray, bus: np.nd
         "empty_wakeups": res["empty"],
         "cpu_busy_s": cpu,
         "cpu_util": np.where(duration > 0, cpu / pos, 0.0),
-        "latency_mean_s": np.where(delivered > 0, res["lat_mean"], 0.0),
-        "latency_p99_s": np.where(delivered > 0, res["lat_p99"], 0.0),
+        # (no packet waits longer than from the first arrival to the last delivery)
+        "latency_mean_s": np.where(delivered > 0, np.minimum(res["lat_mean"], duration), 0.0),
+        "latency_p99_s": np.where(delivered > 0, np.minimum(res["lat_p99"], duration), 0.0),
         "energy_j": wl.nic_idle[None, :] * duration + wl.core_busy[None, :] * cpu,
     }
 
@@ -365,6 +366,9 @@ def _active(cx: Ctx, high: np.ndarray) -> Mode:
     lat = cx.ti + cx.ws + wait
     # Poisson: the handlers of packets that arrive meanwhile preempt the packet's work
     lat = np.where(cx.poisson, lat / np.clip(1.0 - cx.lam * cx.ti, 0.05, None), lat)
+    # (steady-state queueing; a packet waits at most for the work of the whole transfer)
+    most = cx.n * (cx.ti + cx.ws)
+    lat = np.minimum(lat, most)
     # interrupts saturate the core (λ·Ti > 1 summed over the core): the ring overflows
     over = high >= 1.0
     ring_in = np.where(over, np.minimum(cx.n, cx.n / np.maximum(high, 1.0) + cx.ring), cx.n)
@@ -383,19 +387,22 @@ def _active(cx: Ctx, high: np.ndarray) -> Mode:
     zero = np.zeros_like(lat)
     return Mode(interrupts=ring_in, empty=zero, delivered=cx.n + zero, stranded=zero,
                  duration=cx.span + lat, lat_mean=lat,
-                 lat_p99=(cx.ti + cx.ws + _wait_p99(wait, rho)) / np.where(
-                     cx.poisson, np.clip(1.0 - cx.lam * cx.ti, 0.05, None), 1.0))
+                 lat_p99=np.minimum((cx.ti + cx.ws + _wait_p99(wait, rho)) / np.where(
+                     cx.poisson, np.clip(1.0 - cx.lam * cx.ti, 0.05, None), 1.0), most))
 
 
 def _busy_poll(cx: Ctx) -> Mode:
     """No interrupts; a packet is seen Tc/2 after it arrives on average and costs w."""
     rho = np.clip(cx.lam * cx.ws, 0.0, 0.999)
-    wait = np.where(cx.poisson, rho * cx.ws / (2.0 * (1.0 - rho)), 0.0)
+    # (steady-state M/D/1; a packet waits at most for the rest of the transfer's work)
+    wait = np.where(cx.poisson, np.minimum(rho * cx.ws / (2.0 * (1.0 - rho)),
+                                           (cx.n - 1.0) * cx.ws), 0.0)
     tc = cx.c("tc")
     lat = tc / 2.0 + cx.ws + wait
     zero = np.zeros_like(lat)
     return Mode(interrupts=zero, empty=zero, delivered=cx.n + zero, stranded=zero,
-                 duration=cx.span + lat, lat_mean=lat, lat_p99=tc + cx.ws + _wait_p99(wait, rho))
+                duration=cx.span + lat, lat_mean=lat, lat_p99=tc + cx.ws + np.minimum(
+                    _wait_p99(wait, rho), (cx.n - 1.0) * cx.ws))
 
 
 def _wait_p99(wait: np.ndarray, rho: np.ndarray) -> np.ndarray:
@@ -441,7 +448,7 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     extra = np.where(cx.poisson, lam * (ti + delay + n_wake * ws) / np.clip(1.0 - lam * ws, 1e-6,
                                                                            None),
                      np.maximum(0.0, np.floor(x + 1e-9) + 1.0))
-    c = n_wake + extra
+    c = np.minimum(n_wake + extra, np.maximum(n, n_wake))  # (no more than there are)
     # wake j comes at packet (j − 1)·c + n_w; what is left after the last one is < n_w
     full = np.where(n >= n_wake, np.floor((n - n_wake) / c + 1e-9) + 1.0, 0.0)
     left = np.clip(n - full * c, 0.0, None)
