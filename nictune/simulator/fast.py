@@ -467,9 +467,12 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
                          for k in (per_burst, last))
     clean = cx.onoff & ~flush & (in_burst > 0) & (in_burst * c >= per_burst)
     wakes = np.where(clean, (bursts - 1.0) * in_burst + np.maximum(in_last, timed), wakes)
-    # end: the last drain (packets up to min(N, full·c)), then the timeout flush if any
+    # end: the last drain (packets up to min(N, full·c)), then the timeout flush if any;
+    # (clean bursts: the last burst's drains run to its end, or, below the watermark, it
+    # waits for the timeout or is stranded)
+    left = np.where(clean, np.where(in_last > 0, 0.0, last), left)
     last_idx = n - left
-    m = last_idx - (full - 1.0) * c
+    m = np.where(clean & (in_last > 0), last - (in_last - 1.0) * c, last_idx - (full - 1.0) * c)
     drain_end = cx.time_of(last_idx) + np.where(
         cx.poisson, ti + n_wake * ws, np.maximum(ws, ti + m * ws - (m - n_wake) * g))
     flush_end = cx.time_of(n - left + 1.0) + tau + ti + left * ws
@@ -487,10 +490,20 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     if few.size:
         first = gammaincinv(n_wake[few] - 1.0, 1.0 - 0.01 * n_wake[few]) * g[few]
         p99[few] = np.minimum(np.where(timed[few], tau[few], np.inf), first) + ti[few]
+    # the packets left after the last wake-up at the watermark wait for the timeout, the
+    # first of them all of it: their share of the mean, and of the upper 1 % if they are
+    # that many
+    tail = timed & (left > 0)
+    share = np.where(tail, left / np.maximum(n, 1.0), 0.0)
+    lat_mean = ((1.0 - share) * ((fill + ti) / 2.0)
+                + share * (tau - (left - 1.0) / 2.0 * g + ti + left * ws / 2.0))
+    top = 0.01 * n
+    p99 = np.where(tail & (left >= top), np.maximum(p99, tau - np.maximum(top - 1.0, 0.0) * g
+                                                    + ti), p99)
     zero = np.zeros_like(duration)
     return Mode(interrupts=wakes, empty=zero, delivered=n - np.where(timed, 0.0, left),
                  stranded=np.where(timed, 0.0, left), duration=duration,
-                 lat_mean=ws + (fill + ti) / 2.0, lat_p99=ws + p99)
+                 lat_mean=ws + lat_mean, lat_p99=ws + p99)
 
 
 def _backlog_wait(lam: np.ndarray, r: np.ndarray, on: np.ndarray, cap: np.ndarray,
