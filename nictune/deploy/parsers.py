@@ -17,6 +17,7 @@ from typing import Any
 from nictune.errors import InputError
 
 UNSUPPORTED = re.compile(r"Operation not supported|not supported|Not supported")
+MAX_CPUS = 8192  # the kernel's largest NR_CPUS: CPU numbers and masks beyond it are garbage
 
 
 class ParseError(InputError):
@@ -38,8 +39,12 @@ def _value(raw: str) -> int | bool | str | None:
         return None
     if token in ("on", "off"):
         return token == "on"
-    if re.fullmatch(r"-?\d+", token):
+    if re.fullmatch(r"[0-9]+", token):
+        if int(token) >= 2**32:
+            raise ParseError(f"a count or time beyond 32 bits: {raw.strip()[:80]!r}")
         return int(token)
+    if re.fullmatch(r"-[0-9]+", token):
+        raise ParseError(f"a negative count or time: {raw.strip()[:80]!r}")
     return raw.strip()
 
 
@@ -198,26 +203,47 @@ def parse_json_features(text: str) -> dict[str, dict[str, bool | None]]:
     out = {}
     for name, value in obj.items():
         if isinstance(value, dict) and "active" in value:
-            out[name] = {"active": bool(value["active"]), "fixed": bool(value.get("fixed")),
-                         "requested": value.get("requested")}
+            flags = {k: value.get(k) for k in ("active", "fixed", "requested")}
+            if not all(v is None or isinstance(v, bool) for v in flags.values()) \
+                    or flags["active"] is None:
+                raise ParseError(f"ethtool --json -k: {name}: expected true/false, got {value}")
+            out[name] = {"active": flags["active"], "fixed": bool(flags["fixed"]),
+                         "requested": flags["requested"]}
     return out
 
 
 def parse_json_ring(text: str) -> dict[str, dict[str, Any]]:
     """`ethtool --json -g`, same shape as `parse_ring` (keys `rx-max` -> max.rx)."""
-    return _json_sections(_json_object(text, "-g"))
+    return _json_sections(_json_object(text, "-g"), "-g")
 
 
 def parse_json_channels(text: str) -> dict[str, dict[str, Any]]:
     """`ethtool --json -l` (keys omitted when unsupported)."""
-    return _json_sections(_json_object(text, "-l"))
+    return _json_sections(_json_object(text, "-l"), "-l")
 
 
-def _json_sections(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+_COUNTS = ("rx", "tx", "rx-mini", "rx-jumbo", "combined", "other")
+
+
+def _json_value(option: str, key: str, value: Any) -> Any:
+    """A value of `ethtool --json` output as nictune reads it: numbers are whole and within
+    32 bits (no NaN, floats or negatives), the counts of -g/-l are numbers and the
+    adaptive switches of -c are true/false; anything else is a ParseError."""
+    base = key.removesuffix("-max")
+    number = isinstance(value, int) and not isinstance(value, bool)
+    if (isinstance(value, float) or (number and not 0 <= value < 2**32)
+            or (base in _COUNTS and option in ("-g", "-l") and not number)
+            or (key.startswith("adaptive-") and not isinstance(value, bool))):
+        raise ParseError(f"ethtool --json {option}: {key}: unexpected value {value!r}")
+    return value
+
+
+def _json_sections(obj: dict[str, Any], option: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {"max": {}, "current": {}}
     for key, value in obj.items():
         if key == "ifname":
             continue
+        value = _json_value(option, key, value)
         if key.endswith("-max"):
             out["max"][key[:-4]] = value
         else:
@@ -228,7 +254,8 @@ def _json_sections(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def parse_json_coalesce(text: str) -> dict[str, int | bool | None]:
     """`ethtool --json -c` (ethtool >= 6.2): keys as in `parse_coalesce`."""
     obj = _json_object(text, "-c")
-    return {k.strip().rstrip(":").strip(): v for k, v in obj.items() if k != "ifname"}
+    return {k.strip().rstrip(":").strip(): _json_value("-c", k.strip().rstrip(":").strip(), v)
+            for k, v in obj.items() if k != "ifname"}
 
 
 # ----------------------------------------------------------------------------- IRQs
@@ -263,7 +290,7 @@ def parse_interrupts(text: str) -> list[IrqLine]:
             continue
         tokens = m.group(2).split()
         counts: list[int] = []
-        while tokens and tokens[0].isdigit() and (ncpu is None or len(counts) < ncpu):
+        while tokens and is_count(tokens[0]) and (ncpu is None or len(counts) < ncpu):
             counts.append(int(tokens.pop(0)))
         chip = tokens.pop(0) if tokens else ""
         if tokens and not _TRIGGER.search(chip) and _TRIGGER.search(tokens[0]):
@@ -292,17 +319,28 @@ def irqs_of(lines: list[IrqLine], iface: str, bus_info: str = "",
     return [x for x in lines if any(p.search(a) for a in x.actions for p in patterns)]
 
 
+def is_count(text: str) -> bool:
+    """Only ASCII digits (`str.isdigit` also takes `²`, which `int` refuses)."""
+    return re.fullmatch(r"[0-9]+", text) is not None
+
+
 def cpu_list(text: str) -> list[int]:
-    """`0-3,6` -> [0, 1, 2, 3, 6] (smp_affinity_list format)."""
+    """`0-3,6` -> [0, 1, 2, 3, 6] (smp_affinity_list format); CPUs up to MAX_CPUS."""
     cpus: list[int] = []
     for part in text.strip().split(","):
         if not part:
             continue
-        low, _, high = part.partition("-")
-        cpus.extend(range(int(low), int(high or low) + 1))
+        m = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", part.strip())
+        if m is None or int(m.group(2) or m.group(1)) >= MAX_CPUS or (
+                m.group(2) and int(m.group(2)) < int(m.group(1))):
+            raise ParseError(f"not a CPU list: {text.strip()[:80]!r}")
+        cpus.extend(range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1))
     return sorted(set(cpus))
 
 
 def hex_mask(text: str) -> int:
     """`00000000,00000002` -> 2 (rps_cpus / smp_affinity format)."""
-    return int(text.strip().replace(",", "") or "0", 16)
+    digits = text.strip().replace(",", "")
+    if not re.fullmatch(r"[0-9a-fA-F]*", digits) or len(digits) > MAX_CPUS // 4:
+        raise ParseError(f"not a CPU mask: {text.strip()[:80]!r}")
+    return int(digits or "0", 16)

@@ -210,6 +210,9 @@ def parse_probe(host: HostInventory, text: str) -> HostProbe:
             kv = _kv(body)
             probe.kernel, probe.ethtool_version = kv.get("kernel", ""), kv.get("ethtool", "")
             probe.cpus = _int(kv.get("cpus")) or 1
+            if not 1 <= probe.cpus <= parsers.MAX_CPUS:
+                raise parsers.ParseError(f"probe output: cpus={kv.get('cpus')!r} is not a "
+                                         f"CPU count (1..{parsers.MAX_CPUS})")
             probe.irqbalance = kv.get("irqbalance") == "yes"
             probe.pfring_loaded = kv.get("pfring") == "yes"
             probe.sysctls = {s: _int(kv.get(f"sysctl.{s}")) for s in SYSCTLS}
@@ -226,12 +229,16 @@ def parse_probe(host: HostInventory, text: str) -> HostProbe:
             for line in body.splitlines():  # /proc/irq/N/smp_affinity_list:CPUS
                 path, _, cpus = line.partition(":")
                 irq = path.split("/")[3] if path.count("/") >= 4 else ""
-                if irq.isdigit():
+                if parsers.is_count(irq):
+                    parsers.cpu_list(cpus)  # (a garbled list is unreadable output)
                     affinity[int(irq)] = cpus.strip()
         elif section == "timer":
             probe.timer = body.strip() or "none"
         elif section == "nic":
             kv = _kv(body)
+            if name not in host.nics:
+                raise parsers.ParseError(f"probe output has a section for NIC {name!r}, "
+                                         "which the inventory does not name")
             nic = NicProbe(name, host.nics[name], exists=kv.get("exists") == "yes")
             nic.speed_mbps = _int(kv.get("speed"))
             if nic.speed_mbps is not None and nic.speed_mbps < 0:
@@ -246,7 +253,7 @@ def parse_probe(host: HostInventory, text: str) -> HostProbe:
             _nic_section(nic, section, body)
     probe.ssh_iface = _ssh_iface(extra.get("ssh", {}).get("ssh", ""), addresses)
     for name, nic in probe.nics.items():
-        msi = [int(x) for x in extra[name]["msi"].split() if x.isdigit()]
+        msi = [int(x) for x in extra[name]["msi"].split() if parsers.is_count(x)]
         names = {x.irq: x.name for x in irq_lines}
         if msi:
             nic.irqs = {irq: names.get(irq, "") for irq in msi}
@@ -300,6 +307,6 @@ def probe_host(conn: Connection) -> HostProbe:
             continue
         try:
             return parse_probe(conn.host, "\n".join(lines[:-1]) + "\n")
-        except parsers.ParseError as exc:
+        except (parsers.ParseError, ValueError, TypeError, KeyError, IndexError) as exc:
             why = f"probe output unreadable: {exc}"
     raise ProbeError(conn.host.name, f"{why} ({PROBE_ATTEMPTS} attempts)")

@@ -320,17 +320,23 @@ def _audit(host: HostInventory) -> AuditLog:
 def _verify(conn: Connection, changes: list[Change], field_: str,
             notes: list[Note] | None = None) -> list[str]:
     """Mismatches between the host's knobs and each change's `field_` value; values the
-    kernel rounded (accepted by the backend's `matches`) are added to `notes`."""
-    got = read_knobs(probe_host(conn))
-    bad = []
-    for c in changes:
-        want, have = getattr(c, field_), got.get(c.knob)
-        if not _backend(c.backend).matches(c.knob, want, have):
-            bad.append(f"{c.knob}: wanted {want!r}, reads {have!r}")
-        elif notes is not None and want != have and c.backend == "ring":
-            nic = split_key(c.knob)[0]
-            notes.append(Note(conn.host.name, nic, c.backend, "rounded",
-                              f"the driver set {have} for {want}"))
+    kernel rounded (accepted by the backend's `matches`) are added to `notes`. A read-back
+    that cannot be read or compared is a ProbeError: the host counts as not verified (the
+    caller restores), never as a crash that skips the restore."""
+    try:
+        got = read_knobs(probe_host(conn))
+        bad = []
+        for c in changes:
+            want, have = getattr(c, field_), got.get(c.knob)
+            if not _backend(c.backend).matches(c.knob, want, have):
+                bad.append(f"{c.knob}: wanted {want!r}, reads {have!r}")
+            elif notes is not None and want != have and c.backend == "ring":
+                nic = split_key(c.knob)[0]
+                notes.append(Note(conn.host.name, nic, c.backend, "rounded",
+                                  f"the driver set {have} for {want}"))
+    except (ValueError, TypeError, KeyError, IndexError, ArithmeticError) as exc:
+        raise ProbeError(conn.host.name, f"read-back unreadable: {type(exc).__name__}: "
+                                         f"{exc}") from exc
     return bad
 
 

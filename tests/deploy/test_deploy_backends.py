@@ -10,6 +10,7 @@ import pytest
 from nictune.deploy.backends import HostContext, Note, irq_affinity
 from nictune.deploy.backends import ethtool_ring as ring
 from nictune.deploy.inventory import HostInventory
+from nictune.deploy.parsers import ParseError
 from nictune.deploy.probe import HostProbe, parse_probe
 from nictune.deploy.transaction import _mgmt_refusal, plan_changes, read_knobs
 from nictune.model import NicSetting
@@ -151,3 +152,18 @@ def test_read_back_comparisons() -> None:
     assert not ring.matches("nic/n/ring/rx", 1024, 512)
     assert irq_affinity.matches("nic/n/irq/5", "0-2", "0,1,2")
     assert not irq_affinity.matches("nic/n/irq/5", "1", "0-1")
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("cpus=12", "cpus=-1", "CPU count"),
+    ("rps.rx-0=0", "rps.rx-0=n/a", "CPU mask"),
+    ("smp_affinity_list:0-11", "smp_affinity_list:abc", "CPU list"),
+    ("@@section nic nic-1", "@@section nic nic-9", "does not name"),
+])
+def test_garbled_probe_output_is_a_parse_error(shared: Path, old: str, new: str,
+                                               message: str) -> None:
+    """One garbled line of a probe (a fuzz run's): a ParseError, which probe_host retries
+    and then reports as ProbeError — never a ValueError or KeyError that escapes the
+    deploy's restore, never a negative CPU count clamped into an IRQ core."""
+    with pytest.raises(ParseError, match=message):
+        parse_probe(HOST, probe_text(shared).replace(old, new, 1))

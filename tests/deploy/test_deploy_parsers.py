@@ -165,3 +165,40 @@ def test_newer_ethtool_json_commands() -> None:
     assert coalesce == {"adaptive-rx": False, "rx-usecs": 8, "rx-frames": 128}
     with pytest.raises(parsers.ParseError):
         parsers.load_json("ethtool: bad command line argument(s)")
+
+
+GARBLED = [
+    # numbers ethtool never prints: a restore would write them back (`ethtool -G IF rx -1`)
+    (lambda: parsers.parse_ring("Pre-set maximums:\nRX:\t4096\nCurrent hardware settings:\n"
+                                "RX:\t-1\n"), "negative"),
+    (lambda: parsers.parse_coalesce("rx-usecs: 99999999999999999999\n"), "beyond 32 bits"),
+    # --json values of the wrong type (NaN, floats, strings for booleans, booleans for counts)
+    (lambda: parsers.parse_json_coalesce('[{"rx-usecs": NaN}]'), "rx-usecs"),
+    (lambda: parsers.parse_json_coalesce('[{"rx-frames": 1.5}]'), "rx-frames"),
+    (lambda: parsers.parse_json_coalesce('[{"adaptive-rx": 1}]'), "adaptive-rx"),
+    (lambda: parsers.parse_json_channels('[{"combined": true, "combined-max": 8}]'),
+     "combined"),
+    (lambda: parsers.parse_json_features(
+        '[{"rx-gro-hw": {"active": "false", "fixed": false, "requested": false}}]'),
+     "true/false"),
+    # CPU lists and masks: garbage, and ranges past any kernel's CPUs (a 0-4294967295 list
+    # was expanded number by number)
+    (lambda: parsers.cpu_list("abc"), "CPU list"),
+    (lambda: parsers.cpu_list("1-"), "CPU list"),
+    (lambda: parsers.cpu_list("0-4294967295"), "CPU list"),
+    (lambda: parsers.cpu_list("5-2"), "CPU list"),
+    (lambda: parsers.hex_mask("n/a"), "CPU mask"),
+]
+
+
+@pytest.mark.parametrize(("parse", "message"), GARBLED)
+def test_garbled_remote_values_are_parse_errors(parse, message: str) -> None:
+    """Found by a fuzz run: each was taken as state, or raised a ValueError/TypeError that
+    escaped the transaction's restore."""
+    with pytest.raises(parsers.ParseError, match=message):
+        parse()
+
+
+def test_only_ascii_digits_count() -> None:
+    assert parsers.is_count("98") and not parsers.is_count("\u00b2")
+    assert parsers.cpu_list("0-3,6") == [0, 1, 2, 3, 6]

@@ -8,6 +8,7 @@ between two known steps instead of at a random moment.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -125,6 +126,36 @@ def test_empty_ethtool_output_is_never_taken_for_state(lab: Lab) -> None:
 
     with Truncating(host) as conn, pytest.raises(ProbeError, match="incomplete"):
         probe_host(conn)
+
+
+def test_garbled_read_back_is_restored_over_the_live_session(lab: Lab,
+                                                              rx1: HostInventory) -> None:
+    """The read-back after the apply comes back garbled (one line of it: a fuzz run's
+    `rps.rx-0=n/a`): the host is not verified, so it is restored over the live session and
+    that restore verified — the parsers' ValueError used to escape the transaction,
+    leaving the plan applied until the on-host timer fired."""
+    before = napi(lab, "rx1")
+
+    class Garbling(Connection):
+        garble = 0
+
+        def run(self, cmd, **kw):  # type: ignore[no-untyped-def,override]
+            res = super().run(cmd, **kw)
+            if self.garble and "@@section host" in cmd:
+                self.garble -= 1
+                out = re.sub(r"rps\.rx-0=\S*", "rps.rx-0=n/a", res.stdout)
+                return type(res)(res.cmd, res.rc, out, res.stderr, res.seconds)
+            return res
+
+    def garble(conn: Garbling) -> None:
+        conn.garble = probe_mod.PROBE_ATTEMPTS  # every attempt of the read-back's probe
+
+    tx.FAULT_HOOKS["verify"] = garble
+    with Garbling(rx1) as conn:
+        result = apply_host(conn, rx1, {"rx1-veth0": SETTING}, Options(guard_timeout=GUARD))
+    assert (result.status, result.ok, result.restore_verified) == ("restored", False, True)
+    assert "not a CPU mask" in result.error
+    assert napi(lab, "rx1") == before
 
 
 def test_disarm_never_kills_a_reused_timer_pid(lab: Lab, rx1: HostInventory) -> None:

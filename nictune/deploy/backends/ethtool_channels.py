@@ -31,8 +31,8 @@ def _field(channels: dict[str, dict[str, Any]] | None) -> str | None:
     current = (channels or {}).get("current") or {}
     high = (channels or {}).get("max") or {}
     for name in ("combined", "rx"):
-        if isinstance(current.get(name), int) and (high.get(name) or 0) > 0 and \
-                current[name] > 0:
+        now, most = current.get(name), high.get(name)
+        if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (now, most)):
             return name
     return None
 
