@@ -30,9 +30,9 @@ def parse_interrupts(text: str, iface: str, irqs: tuple[str, ...] = ()) -> dict[
         head, _, rest = line.partition(":")
         irq = head.strip()
         fields = rest.split()
-        counts = [int(x) for x in fields[:ncpu] if x.isdigit()]
+        counts = [int(x) for x in fields[:ncpu] if x.isascii() and x.isdigit()]
         label = " ".join(fields[len(counts):])
-        if irq in irqs or (not irqs and name.search(label) and irq.isdigit()):
+        if irq in irqs or (not irqs and name.search(label) and irq.isascii() and irq.isdigit()):
             out[irq] = sum(counts)
     return out or None
 
@@ -79,7 +79,7 @@ def parse_ethtool_stats(text: str) -> dict[str, int]:
     for line in text.splitlines():
         key, sep, value = line.strip().rpartition(":")
         value = value.strip()
-        if sep and key and value.lstrip("-").isdigit():
+        if sep and key and value.lstrip("-").isascii() and value.lstrip("-").isdigit():
             out[key.strip()] = int(value)
     return out
 

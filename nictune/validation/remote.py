@@ -49,7 +49,8 @@ class Receiver:
             raise RunError(f"{host.name}: interface {iface} has no IPv4 address to send to "
                            f"({res.error_line() if not res.ok else 'ip addr shows none'})")
         hz = conn.run(["getconf", "CLK_TCK"]).stdout.strip()
-        return cls(conn, host, iface, address, int(hz) if hz.isdigit() else 100, directory)
+        hz_ok = hz.isascii() and hz.isdigit()
+        return cls(conn, host, iface, address, int(hz) if hz_ok else 100, directory)
 
 
 def _wait_for(conn: Connection, path: str, seconds: float, what: str,
