@@ -45,10 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except InputError as exc:
-        print(f"nictune {args.command}: error: {exc}", file=sys.stderr)
+        print(f"nictune {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return exc.exit_code
     except RunError as exc:
-        print(f"nictune {args.command}: failed: {exc}", file=sys.stderr)
+        print(f"nictune {args.command}: failed: {_one_line(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"nictune {args.command}: interrupted", file=sys.stderr)
@@ -57,3 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _one_line(exc: Exception) -> str:
+    """The message on one line: names from files can hold newlines (shown as \\n)."""
+    return str(exc).replace("\r", "\\r").replace("\n", "\\n")

@@ -24,18 +24,41 @@ class RunError(Exception):
     exit_code = 1
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a mapping with the same key twice (PyYAML keeps the last
+    one silently: a host listed twice lost its address, a setting with two `mode:` lines
+    took the second)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, str | int | float | bool):
+                continue  # (unhashable keys fail in the base class)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: Path, what: str, error: type[InputError] = InputError) -> Any:
     """A YAML file's document; an unreadable file or bad YAML raises `error` with one line
     naming the file (and the line of the YAML problem). `what` says which file it was
-    meant to be (`plan`, `inventory`, or where a config referred to it)."""
+    meant to be (`plan`, `inventory`, or where a config referred to it). Duplicate keys
+    are bad YAML here."""
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise error(f"{what}: cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise error(f"{path}: invalid YAML{at}: {problem}") from None
+    except RecursionError:
+        raise error(f"{path}: invalid YAML: nested too deeply") from None

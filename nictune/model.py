@@ -41,7 +41,7 @@ MIN_PACKET, MAX_PACKET = 64, 9000
 # PF_RING's defaults: watermark 128, poll duration 500 ms, min_num_slots 4096 (DESIGN §2).
 PFRING_WATERMARK, PFRING_POLL_DURATION, PFRING_SLOTS = 128, 0.5, 4096
 MIN_INTERVAL, MAX_INTERVAL = 1e-6, 10.0
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
 class ConfigError(InputError):

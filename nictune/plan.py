@@ -11,6 +11,7 @@ one-line message before any host is touched. It imports nothing from `simulator`
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,7 @@ def _check_setting(raw: object, where: str) -> NicSetting:
     if mode not in MODES:
         raise fail("mode", f"must be one of {', '.join(MODES)}")
     ring = integer("ring_slots", 1, 1 << 20)
-    placement = raw.get("placement") or "same_core"
+    placement = raw.get("placement", "same_core")
     if placement not in PLACEMENTS:
         raise fail("placement", f"must be one of {', '.join(PLACEMENTS)}")
     setting = NicSetting(mode=mode, ring_slots=ring, irq_core=integer("irq_core", 0, 4095, 0),
@@ -137,6 +138,25 @@ def _name(raw: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
+def _check_predicted(raw: Any, where: str) -> dict[str, dict[str, Any]]:
+    """`predicted`: per arm (default, optimized, fast_default, fast_optimized) the metrics
+    of DESIGN §4; the numbers the validation report compares must be finite numbers."""
+    if not isinstance(raw, dict):
+        raise PlanError(f"{where}: expected a mapping, got {type(raw).__name__}")
+    for arm, metrics in raw.items():
+        if not isinstance(metrics, dict):
+            raise PlanError(f"{where}.{arm}: expected a mapping of metrics, got {metrics!r}")
+        for key in PREDICTED_NUMBERS:
+            value = metrics.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(
+                    value, int | float) or not math.isfinite(value)):
+                raise PlanError(f"{where}.{arm}.{key}: expected a finite number, got {value!r}")
+    return raw
+
+
+PREDICTED_NUMBERS = ("packets_offered", "packets_delivered", "throughput_bps", "offered_bps",
+                     "interrupts", "cpu_busy_s", "duration_s", "latency_mean_s",
+                     "latency_p99_s")
 ENTRY_KEYS = ("id", "host", "nic", "setting", "default_setting", "packet_size", "rate_pps",
               "size_bytes", "predicted", "flags")
 
@@ -146,7 +166,7 @@ def parse_plan(raw: object, source: str = "<plan>") -> Plan:
     if not isinstance(raw, dict):
         raise PlanError(f"{source}: expected a mapping with 'transmissions', got "
                         f"{type(raw).__name__}")
-    if raw.get("nictune_plan") != PLAN_FORMAT:
+    if type(raw.get("nictune_plan")) is not int or raw.get("nictune_plan") != PLAN_FORMAT:
         raise PlanError(f"{source}: nictune_plan: expected format {PLAN_FORMAT}, got "
                         f"{raw.get('nictune_plan')!r} (is this a nictune plan?)")
     items = raw.get("transmissions")
@@ -170,26 +190,30 @@ def parse_plan(raw: object, source: str = "<plan>") -> Plan:
         size = item.get("packet_size", 1500)
         if isinstance(size, bool) or not isinstance(size, int) or not 64 <= size <= 9000:
             raise PlanError(f"{where}.packet_size: must be 64..9000 bytes, got {size!r}")
-        predicted = item.get("predicted") or {}
-        if not isinstance(predicted, dict):
-            raise PlanError(f"{where}.predicted: expected a mapping")
+        predicted = _check_predicted(item.get("predicted") or {}, f"{where}.predicted")
         flags = item.get("flags") or []
         if not isinstance(flags, list) or not all(isinstance(x, str) for x in flags):
             raise PlanError(f"{where}.flags: expected a list of strings")
         numbers = {}
         for key in ("rate_pps", "size_bytes"):
             value = item.get(key, 0.0)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise PlanError(f"{where}.{key}: expected a number >= 0, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                    0 <= value < math.inf):
+                raise PlanError(f"{where}.{key}: expected a finite number >= 0, got {value!r}")
             numbers[key] = float(value)
         entries.append(PlanEntry(
             id=tid, host=_name(item, "host", where), nic=_name(item, "nic", where),
             setting=setting, default_setting=default, packet_size=size,
             predicted=predicted, flags=tuple(flags), **numbers))
     seed = raw.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise PlanError(f"{source}: seed: expected a whole number, got {seed!r}")
+    if not isinstance(raw.get("config_hash", ""), str):
+        raise PlanError(f"{source}: config_hash: expected a string, got "
+                        f"{raw.get('config_hash')!r}")
     plan = Plan(entries=entries, config=str(raw.get("config", "")),
                 config_hash=str(raw.get("config_hash", "")),
-                seed=seed if isinstance(seed, int) else 0,
+                seed=seed,
                 meta={k: v for k, v in raw.items() if k not in (
                     "nictune_plan", "transmissions", "config", "config_hash", "seed")},
                 source=source)

@@ -31,16 +31,16 @@ from typing import Any
 
 from nictune.errors import InputError, read_yaml
 
-HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 NIC_ID = HOST_NAME
 # Linux interface names: at most 15 bytes, no '/', no whitespace; we also refuse shell
 # metacharacters and a leading '-' (it would read as an option to ethtool/ip).
-IFACE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,14}$")
-USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
-DNS_NAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
-                      r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
-NETNS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-REMOTE_PATH = re.compile(r"^/[A-Za-z0-9_./-]*$")
+IFACE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,14}\Z")
+USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}\Z")
+DNS_NAME = re.compile(r"^(?=.{1,253}\Z)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
+                      r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?\Z")
+NETNS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+REMOTE_PATH = re.compile(r"^/[A-Za-z0-9_./-]*\Z")
 HOST_KEYS = ("address", "port", "user", "key_file", "known_hosts", "sudo", "nics", "netns",
              "root")
 
@@ -115,10 +115,13 @@ def _path(value: Any, base: Path, source: str, where: str, must_exist: bool) -> 
         raise _fail(source, where, f"expected a file path, got {value!r}")
     path = Path(value).expanduser()
     path = path if path.is_absolute() else base / path
-    if must_exist and not path.is_file():
-        raise _fail(source, where, f"no such file {path}")
-    if not must_exist and not path.parent.is_dir():
-        raise _fail(source, where, f"directory {path.parent} does not exist")
+    try:
+        if must_exist and not path.is_file():
+            raise _fail(source, where, f"no such file {path}")
+        if not must_exist and not path.parent.is_dir():
+            raise _fail(source, where, f"directory {path.parent} does not exist")
+    except OSError as exc:  # (a name too long, say)
+        raise _fail(source, where, f"not a usable path {value!r}: {exc.strerror}") from None
     return path
 
 

@@ -48,7 +48,7 @@ from nictune.plan import Plan, PlanEntry, save_plan
 
 SSHD = "/usr/sbin/sshd"
 STATE = "lab.json"
-PREFIX = re.compile(r"^[a-z0-9]{1,8}$")
+PREFIX = re.compile(r"^[a-z0-9]{1,8}\Z")
 MAX_HOSTS = 200
 # One transmission per receiver, cycling through these (size, packet size, rate, arrival).
 TRANSMISSIONS = (

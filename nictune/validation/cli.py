@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +24,25 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {value}")
-    return value
+def _within(low: float, high: float, unit: str) -> Callable[[str], float]:
+    """An argparse type: a number in (low, high] (NaN and infinity refused)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not low < value <= high:
+            raise argparse.ArgumentTypeError(
+                f"expected a number above {low:g} and at most {high:g}{unit}, got {text}")
+        return value
+
+    return parse
+
+
+_SCALE = _within(0.0, 1000.0, "")
+_SECONDS = _within(0.0, 86400.0, " s")
+_RATE = _within(0.999, 1e9, " packets/s")
 
 
 def register(subparsers: Any) -> None:
@@ -46,11 +58,11 @@ def register(subparsers: Any) -> None:
                    help="only these transmissions (default: all of the plan)")
     p.add_argument("--repeats", type=_positive_int, default=5, help="runs per arm (default 5)")
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--scale", type=_positive, help="fraction of each transmission's "
+    size.add_argument("--scale", type=_SCALE, help="fraction of each transmission's "
                       "packets to send (default 1: the whole transmission)")
-    size.add_argument("--duration", type=_positive, help="send each run for this many "
+    size.add_argument("--duration", type=_SECONDS, help="send each run for this many "
                       "seconds at the transmission's rate instead")
-    p.add_argument("--max-rate", type=_positive, help="cap the paced rate (packets/s)")
+    p.add_argument("--max-rate", type=_RATE, help="cap the paced rate (packets/s)")
     p.add_argument("--out", default="validation", help="report directory (default ./validation)")
     p.add_argument("--json", action="store_true", help="print the report summary as JSON")
     p.set_defaults(func=run_validate)
@@ -64,9 +76,9 @@ def register(subparsers: Any) -> None:
     c.add_argument("--receiver", required=True)
     c.add_argument("--nic", help="the receiver's NIC id (default: its only/first NIC)")
     c.add_argument("--out", default="host-profile.yaml", help="profile YAML to write")
-    c.add_argument("--seconds", type=_positive, default=1.0,
+    c.add_argument("--seconds", type=_SECONDS, default=1.0,
                    help="sending time per sweep point: packets = rate x seconds (default 1)")
-    c.add_argument("--rates", type=_positive, nargs="+", help="packet rates to sweep (pps)")
+    c.add_argument("--rates", type=_RATE, nargs="+", help="packet rates to sweep (pps)")
     c.add_argument("--sizes", type=_positive_int, nargs="+", help="packet sizes (IP bytes)")
     c.add_argument("--modes", nargs="+", help="modes to sweep (default all four)")
     c.add_argument("--repeats", type=_positive_int, default=1)

@@ -27,7 +27,7 @@ HEADER_BYTES = 28  # IPv4 (20) + UDP (8)
 LINGER_S = 1.0  # hping3 waits this long for replies once the count is sent
 MIN_INTERVAL_US = 1
 _SUMMARY = re.compile(r"(\d+) packets transmitted, (\d+) packets received")
-_STAMP = re.compile(r"^\d{9,}\.\d+$")
+_STAMP = re.compile(r"^\d{9,}\.\d+\Z")
 
 
 @dataclass(frozen=True)

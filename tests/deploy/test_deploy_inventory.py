@@ -63,6 +63,11 @@ def test_valid_inventory_resolves_paths(tmp_path: Path) -> None:
     ({"root": "/a/../etc"}, "root"),
     ({"netns": "ns; id"}, "netns"),
     ({"colour": "blue"}, "colour"),
+    # `$` matched before a trailing newline: these reached the host or the state directory
+    ({"nics": {"nic-1": "eth0\n"}}, "nics.nic-1"),
+    ({"user": "root\n"}, "user"),
+    ({"root": "/srv/lab\n"}, "root"),
+    ({"key_file": "k" * 300}, "key_file"),  # (ENAMETOOLONG was a traceback)
 ])
 def test_bad_host_fields(tmp_path: Path, host: dict, field: str) -> None:
     with pytest.raises(InventoryError, match=f"hosts.rx1.{field}"):
@@ -93,7 +98,10 @@ def test_plan_must_match_inventory(tmp_path: Path) -> None:
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, float]:
     started = time.monotonic()
-    code = main(args)
+    try:
+        code = main(args)
+    except SystemExit as exc:  # (argparse's own errors exit 2 from inside)
+        code = int(exc.code or 0)
     return code, capsys.readouterr().err, time.monotonic() - started
 
 
@@ -118,6 +126,18 @@ def test_injection_refused_before_connecting(tmp_path: Path, command: str,
                                  "setting": {"mode": "active_wait", "ring_slots": "many"}}]},
      "ring_slots"),
     ({"nictune_plan": 7}, "nictune_plan"),
+    ({"nictune_plan": True}, "nictune_plan"),
+    ({**PLAN, "seed": "abc"}, "seed"),
+    ({**PLAN, "transmissions": [{**PLAN["transmissions"][0], "id": "t1\n"}]}, "id"),
+    ({**PLAN, "transmissions": [{**PLAN["transmissions"][0], "rate_pps": float("nan")}]},
+     "rate_pps"),
+    ({**PLAN, "transmissions": [{**PLAN["transmissions"][0], "size_bytes": float("inf")}]},
+     "size_bytes"),
+    ({**PLAN, "transmissions": [{**PLAN["transmissions"][0],
+                                 "setting": {"mode": "active_wait", "ring_slots": 1024,
+                                             "placement": ""}}]}, "placement"),
+    ({**PLAN, "transmissions": [{**PLAN["transmissions"][0], "predicted": {
+        "default": {"throughput_bps": "fast"}}}]}, "predicted.default.throughput_bps"),
 ])
 def test_bad_plans_refused(tmp_path: Path, plan: dict, message: str,
                            capsys: pytest.CaptureFixture[str]) -> None:
@@ -137,3 +157,35 @@ def test_bad_options_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         code, err, _ = run_cli(args, capsys)
         assert code == 2, args
         assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (b"hosts: {rx1: \xff\xfe}\n", "not UTF-8"),
+    (b"[" * 5000 + b"]" * 5000, "nested too deeply"),
+    (b"hosts:\n  rx1: {address: 192.0.2.1}\n  rx1: {address: 192.0.2.2}\n",
+     "duplicate key 'rx1'"),
+    (b'hosts:\n  "bad\\nhost": {address: 192.0.2.1}\n', "bad\\nhost"),  # (one line)
+])
+def test_unreadable_inventories_are_one_line_errors(tmp_path: Path, text: bytes, message: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by a fuzz run: tracebacks (UnicodeDecodeError, RecursionError), and a host
+    listed twice silently losing the first entry."""
+    path = tmp_path / "inventory.yaml"
+    path.write_bytes(text)
+    code, err, _ = run_cli(["probe", "--inventory", str(path)], capsys)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("args", [
+    ["rollback", "--guard-timeout", "nan"], ["rollback", "--guard-timeout", "0"],
+    ["validate", "PLAN", "--sender", "rx1", "--duration", "inf"],
+    ["validate", "PLAN", "--sender", "rx1", "--max-rate", "1e-320"],
+    ["calibrate", "--sender", "rx1", "--receiver", "rx1", "--rates", "inf"],
+])
+def test_out_of_range_options_refused_before_connecting(
+        tmp_path: Path, args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """NaN, infinity or zero reached a timer or a rate (1e6 / rate) before: a traceback
+    after connecting, or a rollback armed for NaN seconds."""
+    args = [str(write_plan(tmp_path)) if a == "PLAN" else a for a in args]
+    code, err, seconds = run_cli([*args, "--inventory", str(write_inventory(tmp_path))], capsys)
+    assert code == 2 and seconds < 5 and "Traceback" not in err, err
