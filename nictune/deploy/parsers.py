@@ -53,8 +53,9 @@ def _key(raw: str) -> str:
 
 
 def parse_driver_info(text: str) -> dict[str, str]:
-    """`ethtool -i`: `driver`, `version`, `firmware-version`, `bus-info`, ..."""
-    if unsupported(text):
+    """`ethtool -i`: `driver`, `version`, `firmware-version`, `bus-info`, ...
+    (`firmware-version: not supported` is a value, not an absent capability)."""
+    if unsupported(text) and not re.search(r"^driver:", text, re.MULTILINE):
         return {}
     out = {}
     for line in text.splitlines():

@@ -202,3 +202,11 @@ def test_garbled_remote_values_are_parse_errors(parse, message: str) -> None:
 def test_only_ascii_digits_count() -> None:
     assert parsers.is_count("98") and not parsers.is_count("\u00b2")
     assert parsers.cpu_list("0-3,6") == [0, 1, 2, 3, 6]
+
+
+def test_driver_info_with_an_unsupported_field_keeps_the_driver() -> None:
+    info = parsers.parse_driver_info("driver: ixgbe\nversion: 1\nfirmware-version: not "
+                                     "supported\nbus-info: 0000:01:00.0\n")
+    assert info["driver"] == "ixgbe" and info["bus-info"] == "0000:01:00.0"
+    assert parsers.parse_driver_info("Cannot get driver information: Operation not "
+                                     "supported\n") == {}
