@@ -252,9 +252,20 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         for key, value in sub.items():
             res[key][sat] = value
     res = {k: v.reshape(shape) for k, v in res.items()}
-    # one wake-up after the last arrival: a tick, or a timeout below the watermark
-    late = np.where(pas, period, np.where(wat & (wl.n[None, :] < wm), tau, 0.0))
+    # one wake-up after the last arrival: a tick, or a timeout below the watermark; none
+    # at all below a watermark without a timeout (whatever a saturated core's fluid said)
+    below = wat & (wl.n[None, :] < wm)
+    late = np.where(pas, period, np.where(below, tau, 0.0))
     _one_wake(wl, b, w, late, late >= np.maximum(wl.span[None, :], TINY), res)
+    # (a passive consumer starts at its first tick and cannot drain faster than w a packet:
+    # the saturated fluid, which starts at the first arrival, ended a 1.25 ms burst polled
+    # every ms at 2.5 ms, DES 3.5)
+    start = np.where(pas, period + wl.ti[None, :] + res["delivered"] * w, 0.0)
+    np.maximum(res["duration"], start, out=res["duration"])
+    never = np.flatnonzero((below & (tau <= 0.0)).ravel())
+    for key in ("interrupts", "empty", "delivered"):
+        res[key].ravel()[never] = 0.0
+    res["stranded"].ravel()[never] = np.broadcast_to(wl.n, shape).ravel()[never]
     return _outputs(wl, res, w, bus)
 
 
@@ -466,13 +477,15 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     in_burst, in_last = (np.where(k >= n_wake, np.floor((k - n_wake) / c + 1e-9) + 1.0, 0.0)
                          for k in (per_burst, last))
     clean = cx.onoff & ~flush & (in_burst > 0) & (in_burst * c >= per_burst)
-    wakes = np.where(clean, (bursts - 1.0) * in_burst + np.maximum(in_last, timed), wakes)
-    # end: the last drain (packets up to min(N, full·c)), then the timeout flush if any;
-    # (clean bursts: the last burst's drains run to its end, or, below the watermark, it
-    # waits for the timeout or is stranded)
-    left = np.where(clean, np.where(in_last > 0, 0.0, last), left)
+    # (bursts that each end with an empty ring, clean or flushed: what the last burst's
+    # wake-ups leave below the watermark waits for the timeout, or is stranded)
+    apart = clean | flush
+    left = np.where(apart, np.clip(last - in_last * c, 0.0, None), left)
+    wakes = np.where(clean, (bursts - 1.0) * in_burst + in_last + (timed & (left > 0)), wakes)
+    # end: the last drain (packets up to min(N, full·c)), then the timeout flush if any
     last_idx = n - left
-    m = np.where(clean & (in_last > 0), last - (in_last - 1.0) * c, last_idx - (full - 1.0) * c)
+    m = np.where(apart & (in_last > 0), np.minimum(c, last - (in_last - 1.0) * c),
+                 last_idx - (full - 1.0) * c)
     drain_end = cx.time_of(last_idx) + np.where(
         cx.poisson, ti + n_wake * ws, np.maximum(ws, ti + m * ws - (m - n_wake) * g))
     flush_end = cx.time_of(n - left + 1.0) + tau + ti + left * ws

@@ -53,19 +53,22 @@ class Workload:
         rows = []
         for t in transmissions:
             host, nic = config.host_of(t), config.nic_of(t)
-            n, rate = t.packets, t.rate
-            if t.arrival == "onoff":
+            n, rate, arrival, local = t.packets, t.rate, t.arrival, t.rate
+            if arrival == "onoff":
                 local, per_burst, cycle = onoff_bursts(t, nic)  # as the DES's arrivals
+                if per_burst >= n:  # all in one burst: evenly spaced at the burst rate
+                    arrival = "cbr"
+            if arrival == "onoff":
                 bursts = math.ceil(n / per_burst)
                 last = n - (bursts - 1) * per_burst
                 span = (bursts - 1) * cycle + (last - 1) / local
                 on, off = (per_burst - 1) / local, cycle - (per_burst - 1) / local
             else:
-                local, per_burst, bursts = rate, n, 1
-                span, on, off, cycle = (n - 1) / rate, (n - 1) / rate, 0.0, np.inf
+                per_burst, bursts = n, 1
+                span, on, off, cycle = (n - 1) / local, (n - 1) / local, 0.0, np.inf
             c = host.costs
             rows.append((n, t.packet_size, rate, local, span, bursts, per_burst, on, off, cycle,
-                         ARRIVALS.index(t.arrival), t.start, hosts[host.name], c.irq,
+                         ARRIVALS.index(arrival), t.start, hosts[host.name], c.irq,
                          c.per_packet, c.per_byte * mem[t.id], c.poll_check,
                          host.backlog_slots, nic.idle_power(host), host.power.core_busy))
         cols = [np.array(c, dtype=float) for c in zip(*rows, strict=True)]

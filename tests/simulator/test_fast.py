@@ -915,3 +915,41 @@ def test_onoff_bursts_that_each_drain_clean_leave_the_last_partial_one_to_the_ti
     assert fast.duration_s == pytest.approx(des.duration_s, rel=0.01)
     assert fast.latency_p99_s == pytest.approx(des.latency_p99_s, rel=0.01)
     assert fast.latency_mean_s == pytest.approx(des.latency_mean_s, rel=0.1)
+
+
+def _single(costs: dict, size: int, packets: int, rate: float, arrival: str,
+            onoff: dict | None = None, link: str = "10Gbit/s") -> Config:
+    t = {"id": "t", "nic": "n", "size": packets * size, "packet_size": size, "rate": rate,
+         "arrival": arrival, **({"onoff": onoff} if onoff else {})}
+    return parse_config({"hosts": {"h": {"cores": 1, "costs": costs}},
+                         "nics": {"n": {"host": "h", "link": link}}, "transmissions": [t]},
+                        source="test")
+
+
+@pytest.mark.parametrize(("config", "setting"), [
+    # one partial onoff burst, W = 22, a 10 s timeout: ~14 packets wait for it (fast: none)
+    (_single({"irq": 5.4e-6, "per_packet": 0.0726e-6, "per_byte": 0.0234e-9}, 65, 47,
+             197_757, "onoff", {"on": 0.042, "off": 0.412}, "1Gbit/s"),
+     NicSetting("watermark", watermark=22, watermark_timeout=10.0, ring_slots=67)),
+    # bursts each flushed by a timeout shorter than the gap: the last burst's remainder
+    # ends the transfer (fast: 0.6 of the arrival span, 1.65x the offered throughput)
+    (_single({"irq": 30e-6, "per_packet": 0.2e-6, "per_byte": 0.6e-9}, 100, 145, 5800,
+             "onoff", {"on": 2e-3, "off": 10e-3}, "25Gbit/s"),
+     NicSetting("watermark", watermark=96, watermark_timeout=0.6e-3, ring_slots=1024)),
+    # fewer packets than the watermark, no timeout, a consumer slower than the arrivals:
+    # never woken, all stranded (the saturated fluid delivered them all)
+    (_single({"irq": 2e-6, "per_packet": 5e-6, "per_byte": 0.0}, 1500, 100, 400_000, "cbr"),
+     NicSetting("watermark", watermark=128, watermark_timeout=0.0, ring_slots=4096)),
+    # one onoff burst holding all N, λw = 2, polled every ms: the tick finds it and drains
+    # it (fast: all dropped, from a backlog over the whole 1 s burst length)
+    (_single({"irq": 2e-6, "per_packet": 5e-6, "per_byte": 0.0}, 1500, 500, 400_000, "onoff",
+             {"on": 1.0, "off": 1e-3}),
+     NicSetting("passive_wait", poll_interval=1e-3, ring_slots=4096)),
+], ids=["last-burst-timeout", "flushed-bursts", "never-woken", "one-burst"])
+def test_small_transfers_the_second_fuzz_run_found(config: Config, setting: NicSetting) -> None:
+    """Cases of a fuzz run comparing the engines on small transfers (≤ 5 000 packets),
+    each off by 1.6× to 3·10⁵× in throughput before."""
+    fast, des = both(config, setting)
+    for key in ("packets_delivered", "packets_stranded", "packets_dropped", "interrupts"):
+        assert getattr(fast, key) == getattr(des, key), key
+    assert fast.duration_s == pytest.approx(des.duration_s, rel=1e-3)
