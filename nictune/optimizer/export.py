@@ -259,10 +259,12 @@ def table(config: Config, out: Outcome, engine_label: str) -> str:
               f"(min {min(gains):+.3f} %, max {max(gains):+.3f} %); interrupts "
               f"{ints_o:.4g} vs {ints_d:.4g} by default ({100 * (ints_o / max(ints_d, 1) - 1):+.1f}"
               " %)."]
-    flagged = [(t.id, f) for t, fl in zip(config.transmissions, out.flags, strict=True)
-               for f in fl]
+    flagged: dict[str, list[str]] = {}  # (a host's des_guard note: once, for all of them)
+    for t, fl in zip(config.transmissions, out.flags, strict=True):
+        for f in fl:
+            flagged.setdefault(f, []).append(t.id)
     if flagged:
-        lines += ["", "Flagged (⚠):"] + [f"- {tid}: {f}" for tid, f in flagged]
+        lines += ["", "Flagged (⚠):"] + [f"- {', '.join(ids)}: {f}" for f, ids in flagged.items()]
     return "\n".join(lines)
 
 

@@ -4,6 +4,7 @@ archives are written by hand so that the first choice is one the DES rejects."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from nictune.optimizer.archive import HostArchive
 from nictune.optimizer.checkpoint import Options
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
-from nictune.optimizer.export import outcome
+from nictune.optimizer.export import outcome, table
 from nictune.optimizer.guard import guard, ranked, worse_than_default
 from nictune.optimizer.search import Search
 from nictune.simulator import simulate
@@ -110,3 +111,13 @@ def test_the_verified_plan_carries_the_guard(search: Search) -> None:
     assert any(f.startswith("des_guard:") for f in out.flags[0])
     # without verification there is no reference to guard with: the first choice stays
     assert outcome(search, "throughput", "none").settings[0] == LOSSY
+
+
+def test_a_note_shared_by_transmissions_is_listed_once(search: Search) -> None:
+    """A des_guard note belongs to every transmission of its host: the summary lists it
+    once with their ids (rack.yaml's compute-1 repeated it seven times)."""
+    out = outcome(search, "throughput", "none")
+    text = table(search.config, replace(out, flags=[["des_guard: x"], ["des_guard: x"], [],
+                                                    ["other"]]), "fast")
+    assert "- a, b: des_guard: x" in text and "- d: other" in text
+    assert text.count("des_guard: x") == 1
