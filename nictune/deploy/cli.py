@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from nictune.argtypes import number
 from nictune.deploy import hosts_cli, lab
 
 
@@ -55,15 +56,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _seconds(text: str) -> float:
-    """An on-host timer's length: 1 to 86 400 s (NaN and infinity refused)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not 1 <= value <= 86400:
-        raise argparse.ArgumentTypeError(f"expected 1..86400 s, got {text}")
-    return value
+_SECONDS = number(1.0, 86400.0, " s")  # the on-host timers
 
 
 def register_hosts(sub: argparse._SubParsersAction) -> None:
@@ -75,18 +68,18 @@ def register_hosts(sub: argparse._SubParsersAction) -> None:
     p.add_argument("plan", nargs="?", help="plan.yaml (not needed with --confirm)")
     _common(p)
     p.add_argument("--dry-run", action="store_true", help="print the changes, touch nothing")
-    p.add_argument("--confirm-timeout", type=_seconds, metavar="S",
+    p.add_argument("--confirm-timeout", type=_SECONDS, metavar="S",
                    help="restore automatically after S seconds unless `deploy --confirm`")
     p.add_argument("--confirm", action="store_true",
                    help="confirm a --confirm-timeout deploy (keeps the change)")
     p.add_argument("--allow-mgmt-iface", action="store_true",
                    help="allow ring/channel changes on the interface carrying SSH")
-    p.add_argument("--guard-timeout", type=_seconds, default=60.0, metavar="S",
+    p.add_argument("--guard-timeout", type=_SECONDS, default=60.0, metavar="S",
                    help="on-host timer restoring an interrupted deploy (default 60 s)")
     p.set_defaults(func=hosts_cli.deploy_cmd)
     p = sub.add_parser("rollback", help="restore the hosts' original snapshots")
     _common(p)
     p.add_argument("--dry-run", action="store_true", help="print the changes, touch nothing")
-    p.add_argument("--guard-timeout", type=_seconds, default=60.0, metavar="S",
+    p.add_argument("--guard-timeout", type=_SECONDS, default=60.0, metavar="S",
                    help="on-host timer restoring an interrupted rollback (default 60 s)")
     p.set_defaults(func=hosts_cli.rollback_cmd)

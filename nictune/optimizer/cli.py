@@ -9,11 +9,11 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
+from nictune.argtypes import count
 from nictune.errors import InputError
 from nictune.model import load_config
 from nictune.optimizer.checkpoint import Options, load_checkpoint
@@ -28,19 +28,6 @@ DEFAULTS = Options()
 MIN_POPULATION = 4
 
 
-def _count(low: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
-        return value
-
-    return parse
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "optimize", help="search NIC settings with a genetic algorithm and write a plan",
@@ -48,16 +35,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "engine, verify the plan with the DES, write DIR/plan.yaml and reports.")
     p.add_argument("config", help="the config (YAML) to optimise")
     p.add_argument("--out", metavar="DIR", help="output directory (default runs/<config stem>)")
-    p.add_argument("--population", type=_count(MIN_POPULATION), metavar="N",
+    p.add_argument("--population", type=count(MIN_POPULATION), metavar="N",
                    help=f"individuals per generation (default {DEFAULTS.population})")
-    p.add_argument("--generations", type=_count(0), metavar="N",
+    p.add_argument("--generations", type=count(0), metavar="N",
                    help=f"generations (default {DEFAULTS.generations})")
-    p.add_argument("--seed", type=_count(0), metavar="S", help="random seed (default 0)")
+    p.add_argument("--seed", type=count(0), metavar="S", help="random seed (default 0)")
     p.add_argument("--engine", choices=("fast", "des"),
                    help="engine that evaluates the population (default fast)")
     p.add_argument("--verify", choices=("des", "none"), default="des",
                    help="re-simulate the plan with the DES and flag disagreements (default des)")
-    p.add_argument("--workers", type=_count(1), metavar="N",
+    p.add_argument("--workers", type=count(1), metavar="N",
                    help="processes for DES runs (default: one per CPU, at most two per "
                         "host of the config with --verify des, 1 with --verify none)")
     p.add_argument("--dask", metavar="ADDRESS",
@@ -65,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prefer", choices=PREFERENCES, default="throughput",
                    help="which point of the front becomes the plan (default throughput)")
     p.add_argument("--energy", action="store_true", help="minimise energy as well")
-    p.add_argument("--checkpoint-every", type=_count(1), metavar="N",
+    p.add_argument("--checkpoint-every", type=count(1), metavar="N",
                    help=f"generations between checkpoints (default {DEFAULTS.checkpoint_every})")
     p.add_argument("--resume", metavar="DIR", help="continue the run checkpointed in DIR")
     p.add_argument("--json", action="store_true", help="print a JSON document, not the table")
@@ -95,7 +82,7 @@ def default_workers(engine: str, verify: str, hosts: int) -> int:
     if engine != "des" and verify == "none":
         return 1
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
+        os.cpucount() or 1)
     return max(1, cpus if engine == "des" else min(cpus, 2 * hosts))
 
 

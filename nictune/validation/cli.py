@@ -5,44 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nictune.argtypes import count, number
 from nictune.deploy.inventory import load_inventory
 from nictune.errors import RunError
 from nictune.plan import load_plan
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
-    return value
-
-
-def _within(low: float, high: float, unit: str) -> Callable[[str], float]:
-    """An argparse type: a number in (low, high] (NaN and infinity refused)."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not low < value <= high:
-            raise argparse.ArgumentTypeError(
-                f"expected a number above {low:g} and at most {high:g}{unit}, got {text}")
-        return value
-
-    return parse
-
-
-_SCALE = _within(0.0, 1000.0, "")
-_SECONDS = _within(0.0, 86400.0, " s")
-_RATE = _within(0.999, 1e9, " packets/s")
+_SCALE = number(1e-6, 1000.0)
+_SECONDS = number(1e-3, 86400.0, " s")
+_RATE = number(1.0, 1e9, " packets/s")
 
 
 def register(subparsers: Any) -> None:
@@ -56,7 +29,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--sender", required=True, help="inventory host that runs hping3")
     p.add_argument("--transmissions", nargs="+", metavar="ID", default=[],
                    help="only these transmissions (default: all of the plan)")
-    p.add_argument("--repeats", type=_positive_int, default=5, help="runs per arm (default 5)")
+    p.add_argument("--repeats", type=count(1), default=5, help="runs per arm (default 5)")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--scale", type=_SCALE, help="fraction of each transmission's "
                       "packets to send (default 1: the whole transmission)")
@@ -79,9 +52,9 @@ def register(subparsers: Any) -> None:
     c.add_argument("--seconds", type=_SECONDS, default=1.0,
                    help="sending time per sweep point: packets = rate x seconds (default 1)")
     c.add_argument("--rates", type=_RATE, nargs="+", help="packet rates to sweep (pps)")
-    c.add_argument("--sizes", type=_positive_int, nargs="+", help="packet sizes (IP bytes)")
+    c.add_argument("--sizes", type=count(1), nargs="+", help="packet sizes (IP bytes)")
     c.add_argument("--modes", nargs="+", help="modes to sweep (default all four)")
-    c.add_argument("--repeats", type=_positive_int, default=1)
+    c.add_argument("--repeats", type=count(1), default=1)
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=run_calibrate)
 
