@@ -33,7 +33,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
-            if not isinstance(key, str | int | float | bool):
+            if not isinstance(key, str | int | float):
                 continue  # (unhashable keys fail in the base class)
             if key in seen:
                 raise yaml.constructor.ConstructorError(

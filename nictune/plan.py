@@ -138,6 +138,12 @@ def _name(raw: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
+def _finite(value: Any) -> bool:
+    """A finite int or float (not a bool, not NaN or infinity)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(
+        value)
+
+
 def _check_predicted(raw: Any, where: str) -> dict[str, dict[str, Any]]:
     """`predicted`: per arm (default, optimized, fast_default, fast_optimized) the metrics
     of DESIGN §4; the numbers the validation report compares must be finite numbers."""
@@ -148,8 +154,7 @@ def _check_predicted(raw: Any, where: str) -> dict[str, dict[str, Any]]:
             raise PlanError(f"{where}.{arm}: expected a mapping of metrics, got {metrics!r}")
         for key in PREDICTED_NUMBERS:
             value = metrics.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(
-                    value, int | float) or not math.isfinite(value)):
+            if value is not None and not _finite(value):
                 raise PlanError(f"{where}.{arm}.{key}: expected a finite number, got {value!r}")
     return raw
 
@@ -197,8 +202,7 @@ def parse_plan(raw: object, source: str = "<plan>") -> Plan:
         numbers = {}
         for key in ("rate_pps", "size_bytes"):
             value = item.get(key, 0.0)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not (
-                    0 <= value < math.inf):
+            if not _finite(value) or value < 0:
                 raise PlanError(f"{where}.{key}: expected a finite number >= 0, got {value!r}")
             numbers[key] = float(value)
         entries.append(PlanEntry(

@@ -255,8 +255,8 @@ def _json_sections(obj: dict[str, Any], option: str) -> dict[str, dict[str, Any]
 def parse_json_coalesce(text: str) -> dict[str, int | bool | None]:
     """`ethtool --json -c` (ethtool >= 6.2): keys as in `parse_coalesce`."""
     obj = _json_object(text, "-c")
-    return {k.strip().rstrip(":").strip(): _json_value("-c", k.strip().rstrip(":").strip(), v)
-            for k, v in obj.items() if k != "ifname"}
+    keys = {k: k.strip().rstrip(":").strip() for k in obj if k != "ifname"}
+    return {key: _json_value("-c", key, obj[k]) for k, key in keys.items()}
 
 
 # ----------------------------------------------------------------------------- IRQs
