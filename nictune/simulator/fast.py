@@ -252,21 +252,28 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         for key, value in sub.items():
             res[key][sat] = value
     res = {k: v.reshape(shape) for k, v in res.items()}
-    # one wake-up after the last arrival: a tick, or a timeout below the watermark; none
-    # at all below a watermark without a timeout (whatever a saturated core's fluid said)
-    below = wat & (wl.n[None, :] < wm)
+    _first_wake(wl, b, w, pas, wat & (wl.n[None, :] < wm), period, tau, res)
+    return _outputs(wl, res, w, bus)
+
+
+def _first_wake(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
+                below: np.ndarray, period: np.ndarray, tau: np.ndarray,
+                res: dict[str, np.ndarray]) -> None:
+    """What the first wake-up decides, which the steady-state and shared-core models above
+    cannot say (arrays (P, T); `res` in place; `below`: watermark elements with fewer
+    packets than the watermark): one wake-up after the last arrival, a tick or a timeout
+    (`_one_wake`); none at all below a watermark without a timeout (whatever a saturated
+    core's fluid said); and a passive consumer starts at its first tick and drains no
+    faster than w a packet (the saturated fluid, which starts at the first arrival, ended
+    a 1.25 ms burst polled every ms at 2.5 ms, DES 3.5)."""
     late = np.where(pas, period, np.where(below, tau, 0.0))
     _one_wake(wl, b, w, late, late >= np.maximum(wl.span[None, :], TINY), res)
-    # (a passive consumer starts at its first tick and cannot drain faster than w a packet:
-    # the saturated fluid, which starts at the first arrival, ended a 1.25 ms burst polled
-    # every ms at 2.5 ms, DES 3.5)
     start = np.where(pas, period + wl.ti[None, :] + res["delivered"] * w, 0.0)
     np.maximum(res["duration"], start, out=res["duration"])
     never = np.flatnonzero((below & (tau <= 0.0)).ravel())
     for key in ("interrupts", "empty", "delivered"):
         res[key].ravel()[never] = 0.0
-    res["stranded"].ravel()[never] = np.broadcast_to(wl.n, shape).ravel()[never]
-    return _outputs(wl, res, w, bus)
+    res["stranded"].ravel()[never] = np.broadcast_to(wl.n, below.shape).ravel()[never]
 
 
 def _one_wake(wl: Workload, b: SettingBatch, w: np.ndarray, late: np.ndarray,
