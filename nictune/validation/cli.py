@@ -13,7 +13,7 @@ from nictune.deploy.inventory import load_inventory
 from nictune.errors import RunError
 from nictune.plan import load_plan
 
-_SCALE = number(1e-6, 1000.0)
+_SCALE = number(1e-6, 1.0)
 _SECONDS = number(1e-3, 86400.0, " s")
 _RATE = number(1.0, 1e9, " packets/s")
 
