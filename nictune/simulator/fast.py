@@ -489,6 +489,11 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     apart = clean | flush
     left = np.where(apart, np.clip(last - in_last * c, 0.0, None), left)
     wakes = np.where(clean, (bursts - 1.0) * in_burst + in_last + (timed & (left > 0)), wakes)
+    across = cx.onoff & (n >= n_wake)
+    if across.any():
+        a_wakes, a_left, a_end, a_lat, a_p99, across = _across_bursts(cx, n_wake, delay,
+                                                                      timed, across)
+        wakes, left = np.where(across, a_wakes, wakes), np.where(across, a_left, left)
     # end: the last drain (packets up to min(N, full·c)), then the timeout flush if any
     last_idx = n - left
     m = np.where(apart & (in_last > 0), np.minimum(c, last - (in_last - 1.0) * c),
@@ -496,6 +501,8 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     drain_end = cx.time_of(last_idx) + np.where(
         cx.poisson, ti + n_wake * ws, np.maximum(ws, ti + m * ws - (m - n_wake) * g))
     flush_end = cx.time_of(n - left + 1.0) + tau + ti + left * ws
+    if across.any():
+        drain_end = np.where(across, a_end, drain_end)
     duration = np.where(timed & (left > 0), np.maximum(drain_end, flush_end), drain_end)
     # (Poisson: the wait for the n_w − 1 packets after the first, or the timeout, whichever
     # comes first, brings n_w − 1 on average, so it lasts (n_w − 1)/λ on average)
@@ -506,6 +513,9 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     # waits longest, for n_w − 1 more, a Gamma wait whose upper 1 % of all packets is its
     # upper n_w % (capped by the timeout)
     p99 = fill - np.floor(0.01 * n_wake + 1e-9) * g + ti
+    wait = (fill + ti) / 2.0  # (the mean of the packets taken at the watermark)
+    if across.any():
+        p99, wait = np.where(across, a_p99, p99), np.where(across, a_lat, wait)
     few = np.flatnonzero(cx.poisson & (n_wake > 1.5) & (n_wake < 100.0))
     if few.size:
         first = gammaincinv(n_wake[few] - 1.0, 1.0 - 0.01 * n_wake[few]) * g[few]
@@ -515,15 +525,64 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     # that many
     tail = timed & (left > 0)
     share = np.where(tail, left / np.maximum(n, 1.0), 0.0)
-    lat_mean = ((1.0 - share) * ((fill + ti) / 2.0)
-                + share * (tau - (left - 1.0) / 2.0 * g + ti + left * ws / 2.0))
+    lat_mean = ((1.0 - share) * wait
+                + share * (tau - cx.mean_arrival(left) + ti + left * ws / 2.0))
     top = 0.01 * n
     p99 = np.where(tail & (left >= top), np.maximum(p99, tau - np.maximum(top - 1.0, 0.0) * g
                                                     + ti), p99)
     zero = np.zeros_like(duration)
     return Mode(interrupts=wakes, empty=zero, delivered=n - np.where(timed, 0.0, left),
                  stranded=np.where(timed, 0.0, left), duration=duration,
-                 lat_mean=ws + lat_mean, lat_p99=ws + p99)
+                 lat_mean=ws + lat_mean, lat_p99=ws + p99, followed=2.0 * across)
+
+
+def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.ndarray,
+                   across: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Onoff woken at more packets than a burst holds (`across`), whose drain does not
+    catch up before the wake-up burst ends (else the count runs on through the gaps, as
+    evenly spaced arrivals at the burst rate): a wake-up takes a group of bursts, the
+    k = ⌈n_w / burst⌉ that bring n_w and those its drain runs into (while its work is more
+    than a gap leaves; the mean load below 1, else one drain to the end), the last of them
+    whole if the drain ends in its gap, else up to where it catches up. Counting starts
+    afresh there, so wake-up j comes at packet (j − 1)·group + n_w (as if every group
+    started with a burst); what is left after the last group stays below the watermark.
+    A group's drain is behind until its end, so its packet i waits from its arrival to
+    the wake-up + Ti + i·w. Returns the wake-ups (one more for a timeout's flush), the
+    packets left, when the last drain ends, the mean and upper 1 % of that wait (less the
+    packet's own w), and `across` without those that catch up."""
+    n, ws, ti = cx.n, cx.ws, cx.ti
+    per_burst, bursts = cx.c("per_burst"), cx.c("bursts")
+    k = np.ceil(n_wake / per_burst - 1e-9)
+    rest = per_burst - (n_wake - (k - 1.0) * per_burst)  # the wake-up burst's packets after it
+    # the drain's backlog empties (fluid, arrivals at the burst rate) before that burst ends
+    load = cx.lam * ws
+    catches = (load < 1.0) & ((ti + delay + n_wake * ws) / np.maximum(1.0 - load, TINY)
+                              < rest / cx.lam)
+    # s the drain runs past the gap after the wake-up burst; each later burst gives back
+    # its cycle less its work
+    over = ti + delay + (n_wake + rest) * ws - rest / cx.lam - cx.c("off")
+    spare = cx.c("cycle") - per_burst * ws
+    more = np.where(over > 0, np.where(spare > 0, np.ceil(over / np.maximum(spare, TINY)
+                                                          - 1e-9), bursts), 0.0)
+    # the last burst it runs into: its backlog (r s of work) may clear before that burst
+    # ends, after ⌈λr / (1 − λw)⌉ of its packets (the next count starts there: as often)
+    r = over - (more - 1.0) * spare
+    mid = (more >= 1.0) & (load < 1.0) & (r < cx.c("on") * (1.0 - load))
+    part = np.ceil(cx.lam * r / np.maximum(1.0 - load, TINY) - 1e-9)
+    group = np.where(mid, (k + more - 1.0) * per_burst + part, (k + more) * per_burst)
+    group = np.minimum(group, bursts * per_burst)
+    wakes = np.floor((n - n_wake) / group + 1e-9) + 1.0
+    left = np.clip(n - wakes * group, 0.0, None)
+    first = (wakes - 1.0) * group  # packets handled before the last wake-up's group
+    last = np.minimum(n, wakes * group)
+    end = np.maximum(cx.time_of(first + n_wake) + ti + delay + (last - first) * ws,
+                     cx.time_of(last) + ws)
+    start = cx.time_of(n_wake) + ti + delay
+    lat = start + ws * (group - 1.0) / 2.0 - cx.mean_arrival(group)
+    top = np.floor(0.01 * group + 1e-9)
+    p99 = start + top * ws - cx.time_of(top + 1.0)
+    across = across & ~catches & ((n_wake > per_burst) | (more >= 1.0))
+    return wakes + (timed & (left > 0)), left, end, lat, p99, across
 
 
 def _backlog_wait(lam: np.ndarray, r: np.ndarray, on: np.ndarray, cap: np.ndarray,
@@ -559,6 +618,7 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     n, lam = cx.n, cx.lam
     on = cx.c("on") + 1.0 / lam
     per_burst, bursts = cx.c("per_burst"), cx.c("bursts")
+    mode = {key: res[key].copy() for key in ("duration", "stranded", "lat_mean", "lat_p99")}
     q = np.clip((lam - r) * on, 0.0, cap)
     # between bursts the queue drains with the core to itself
     mid = np.minimum(per_burst, r * on + np.minimum(q, cx.c("off") / w))
@@ -579,11 +639,15 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     wait, longest = _backlog_wait(lam, r, grows, cap, np.where(fluid, q_end, (lam - r) * on),
                                   after)
     lat = wait + cx.ti + w
-    # alone, bursts followed one by one (`_passive_bursts`) keep their counts
+    # alone, bursts followed one by one (`_passive_bursts`) keep their counts; watermark
+    # groups of bursts whose drains run across gaps (`_across_bursts`) also their ends,
+    # waits and what is left below the watermark (less what the queue here dropped)
     kept = (res["followed"] > 0) & ~fluid
+    whole = (res["followed"] > 1) & ~fluid
     # (active_wait: a packet the ring had no room for never reaches the backlog)
     delivered = np.where(act, np.minimum(delivered, res["interrupts"]), delivered)
-    res["delivered"] = np.where(kept, res["delivered"], delivered)
+    res["delivered"] = np.where(whole, np.minimum(delivered, res["delivered"]),
+                                np.where(kept, res["delivered"], delivered))
     # the queue left when arrivals end: alone it drains at full speed, on a shared core
     # when the phases say it is taken
     drain = np.where(fluid, fluid_tail, q_end * w)
@@ -592,20 +656,16 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # packets wait for about the whole duration, not q / r)
     res["lat_mean"] = np.minimum(lat, res["duration"])
     res["lat_p99"] = np.minimum(np.maximum(0.99 * longest + cx.ti + w, lat), res["duration"])
-    res["stranded"] = np.zeros_like(r)
+    res["stranded"] = np.where(whole, mode["stranded"], 0.0)
+    for key in ("duration", "lat_mean", "lat_p99"):
+        res[key] = np.where(whole, mode[key], res[key])
     # a consumer that never empties its ring is woken once (onoff: once per burst, plus
     # its timer ticks in the gaps)
     # (a burst's backlog that outlasts the gap keeps it awake across bursts: once)
     sleeps = cx.onoff & (q / np.maximum(r, TINY) < cx.c("off"))
-    # (a watermark consumer woken at more packets than a burst brings waits several
-    # bursts, and its drain, n_w packets behind, runs across bursts until the backlog
-    # clears at the average rate λ̄: n_w / (1 − λ̄w) packets a wake-up)
-    avg = cx.c("rate") * cx.ws
-    spans = cx.onoff & ~fluid & (n_wake > per_burst) & (avg < 1.0) & (n >= n_wake)
-    across = np.floor((n - n_wake) * np.clip(1.0 - avg, 1e-6, None) / n_wake + 1e-9) + 1.0
     awake = np.where(fluid, 1.0 - behind, 0.0)  # shared: the share of time it keeps up
     res["interrupts"] = np.where(batched & ~kept, np.select(
-        [spans, sleeps], [across, np.maximum(res["interrupts"], bursts)],
+        [sleeps], [np.maximum(res["interrupts"], bursts)],
         1.0 + res["interrupts"] * awake), res["interrupts"])
     res["empty"] = np.where(batched & ~sleeps & ~kept, res["empty"] * awake, res["empty"])
 

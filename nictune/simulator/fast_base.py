@@ -104,7 +104,9 @@ class Mode:
     duration: np.ndarray
     lat_mean: np.ndarray
     lat_p99: np.ndarray
-    followed: np.ndarray | float = 0.0  # 1: wake-ups and drops counted burst by burst
+    # 1: wake-ups and drops counted burst by burst; 2: also the end, the waits and what is
+    # left below a watermark (a saturated core keeps them)
+    followed: np.ndarray | float = 0.0
     waits_drawn: np.ndarray | float = 0.0  # 1: the mode drew the random wait itself
 
 
@@ -144,6 +146,21 @@ class Ctx:
             pb = self.wl.per_burst[col]
             bursts = np.floor(i / pb + 1e-9)
             out[oo] = bursts * self.wl.cycle[col] + (i - bursts * pb) / self.lam[oo]
+        return out
+
+    def mean_arrival(self, count: np.ndarray) -> np.ndarray:
+        """The mean arrival time of packets 1 to `count` after packet 1 (onoff: from a
+        burst's start, whole bursts of `per_burst` then the rest)."""
+        out = (count - 1.0) / (2.0 * self.lam)
+        oo = np.flatnonzero(self.onoff)
+        if oo.size:
+            col, k = self.col[oo], np.maximum(count[oo], 1.0)
+            pb, cycle, g = self.wl.per_burst[col], self.wl.cycle[col], 1.0 / self.lam[oo]
+            whole = np.floor(k / pb + 1e-9)
+            rest = k - whole * pb
+            total = (pb * cycle * whole * (whole - 1.0) / 2.0 + whole * pb * (pb - 1.0) / 2.0 * g
+                     + rest * whole * cycle + rest * (rest - 1.0) / 2.0 * g)
+            out[oo] = total / k
         return out
 
 

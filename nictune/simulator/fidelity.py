@@ -158,6 +158,35 @@ def nic_pair_cases(count: int, seed: int = 0, packets: int = 20_000) -> list[Cas
     return cases
 
 
+def burst_watermark_cases(count: int, seed: int = 0) -> list[Case]:
+    """`count` cases of one onoff transmission alone on a core, woken by a watermark above
+    a burst (1.05 to 6 bursts' packets) with no timeout, one shorter than the gap, a few
+    cycles or 0.5 s (the default's): what the search picks for bursty traffic and the
+    grids seldom draw. Mean loads 0.1–0.95, so bursts run up to about 2× past the core."""
+    rng = np.random.default_rng([seed, 2929])
+    cases = []
+    for i in range(count):
+        costs = _costs(rng)
+        size = int(rng.choice([64, 256, 1000, 1500, 9000]))
+        rate = float(rng.uniform(0.1, 0.95)) / _work(costs, size)
+        on = _logu(rng, 100.0, 3000.0) / rate
+        off = on * float(rng.uniform(0.2, 1.5))
+        n = int(rng.integers(5000, 20000))
+        raw = {"hosts": {"h": {"cores": 1, "costs": costs}},
+               "nics": {"n0": {**NIC, "link": "400Gbit/s"}},
+               "transmissions": [{"id": "t0", "nic": "n0", "size": n * size, "packet_size": size,
+                                  "rate": rate, "arrival": "onoff",
+                                  "onoff": {"on": on, "off": off}}]}
+        per_burst = rate * (on + off)
+        setting = {"mode": "watermark", "ring_slots": 32768, "irq_core": 0,
+                   "placement": "same_core",
+                   "watermark": int(min(16384, max(2, per_burst * rng.uniform(1.05, 6.0)))),
+                   "watermark_timeout": float(rng.choice(
+                       [0.0, off / 2.0, (on + off) * rng.uniform(1.0, 10.0), 0.5]))}
+        cases.append(Case(name=f"bursts-{i}", kind="single", raw=raw, settings={"t0": setting}))
+    return cases
+
+
 def _rel(fast: float, des: float, floor: float) -> float:
     return abs(fast - des) / max(abs(des), floor)
 

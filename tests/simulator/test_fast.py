@@ -917,6 +917,48 @@ def test_onoff_bursts_that_each_drain_clean_leave_the_last_partial_one_to_the_ti
     assert fast.latency_mean_s == pytest.approx(des.latency_mean_s, rel=0.1)
 
 
+@pytest.mark.parametrize(("wm", "timeout"), [(1000, 0.143), (1404, 0.143), (2000, 0.143),
+                                           (1404, 0.0)])
+def test_a_watermark_above_a_burst_takes_whole_bursts_and_leaves_the_rest(
+        wm: int, timeout: float) -> None:
+    """Bursts of 724 packets, W above a burst: a wake-up comes in burst ⌈W/724⌉, its
+    drain runs to that burst's gap, and the count starts afresh with the next burst; what
+    the last group leaves below W waits for the timeout (or is stranded). The fast engine
+    counted on through the gaps at the burst rate: one drain to the end, 2 wake-ups and
+    17 ms where the DES has 4–6 and 150 ms (4.3× its throughput)."""
+    config = _single({"irq": 8.64e-6, "per_packet": 0.682e-6, "per_byte": 0.115e-9}, 64,
+                     11_311, 652_403, "onoff", {"on": 0.66e-3, "off": 0.449e-3}, "100Gbit/s")
+    fast, des = both(config, NicSetting("watermark", watermark=wm, watermark_timeout=timeout,
+                                        ring_slots=4096, placement="same_core"))
+    for key in ("interrupts", "packets_stranded", "packets_delivered"):
+        assert getattr(fast, key) == getattr(des, key), key
+    assert fast.duration_s == pytest.approx(des.duration_s, rel=0.01)
+    assert fast.latency_mean_s == pytest.approx(des.latency_mean_s, rel=0.05)
+    assert fast.latency_p99_s == pytest.approx(des.latency_p99_s, rel=0.05)
+
+
+@pytest.mark.parametrize(("costs", "size", "packets", "rate", "onoff", "wm"), [
+    # burst load 1.12: two groups of six bursts, 571 packets left for the 0.5 s timeout
+    # (fast: one wake-up, 3.4 ms, 147× the DES's throughput)
+    ({"irq": 3.011e-6, "per_packet": 0.2559e-6, "per_byte": 0.06415e-9}, 256, 5695,
+     1.64688e6, {"on": 0.12395e-3, "off": 0.18551e-3}, 2922),
+    # burst load 2.06, one wake-up at W = 10 387 whose drain outlasts the arrivals (fast:
+    # it ended as if drained from the first packet, 31 ms for the DES's 55)
+    ({"irq": 1.6227e-6, "per_packet": 0.7019e-6, "per_byte": 0.2016e-9}, 9000, 11656,
+     365_510, {"on": 5.3976e-3, "off": 6.6826e-3}, 10387),
+], ids=["timeout-tail", "one-drain"])
+def test_a_watermark_above_bursts_the_consumer_cannot_keep_up_with(
+        costs: dict, size: int, packets: int, rate: float, onoff: dict, wm: int) -> None:
+    """The same past the burst rate (the average below the core): the saturated model kept
+    the queue of a consumer served from the first packet, not from the W-th."""
+    fast, des = both(_single(costs, size, packets, rate, "onoff", onoff, "400Gbit/s"),
+                     NicSetting("watermark", watermark=wm, watermark_timeout=0.5,
+                                ring_slots=32768, placement="same_core"))
+    assert fast.interrupts == des.interrupts
+    assert fast.duration_s == pytest.approx(des.duration_s, rel=0.01)
+    assert fast.latency_mean_s == pytest.approx(des.latency_mean_s, rel=0.05)
+
+
 def _single(costs: dict, size: int, packets: int, rate: float, arrival: str,
             onoff: dict | None = None, link: str = "10Gbit/s") -> Config:
     t = {"id": "t", "nic": "n", "size": packets * size, "packet_size": size, "rate": rate,
