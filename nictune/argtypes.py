@@ -4,7 +4,9 @@ anything runs (NaN and infinity are never in range)."""
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 
 def count(low: int) -> Callable[[str], int]:
@@ -35,3 +37,33 @@ def number(low: float, high: float, unit: str = "") -> Callable[[str], float]:
         return value
 
     return parse
+
+
+def out_dir(text: str) -> Path:
+    """A directory to write into: an existing one, or one that can be made (checked when
+    the command starts, not after minutes of measuring)."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a directory")
+    _writable_ancestor(path, text)
+    return path
+
+
+def out_file(text: str) -> Path:
+    """A file to write, in a directory that exists or can be made."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory, not a file")
+    _writable_ancestor(path.parent, text)
+    return path
+
+
+def _writable_ancestor(path: Path, text: str) -> None:
+    """`path` or the nearest of its ancestors that exists is a directory we may write in."""
+    here = path.absolute()
+    while not here.exists():
+        here = here.parent
+    if not here.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {here} is not a directory")
+    if not os.access(here, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot write {text}: no write permission in {here}")

@@ -33,9 +33,10 @@ from nictune.errors import InputError, read_yaml
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 NIC_ID = HOST_NAME
-# Linux interface names: at most 15 bytes, no '/', no whitespace; we also refuse shell
-# metacharacters and a leading '-' (it would read as an option to ethtool/ip).
-IFACE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,14}\Z")
+# Linux interface names: at most 15 bytes, no '/', ':' or whitespace (the kernel's
+# dev_valid_name; "eth0:1" is an address label, not a device ethtool knows); we also
+# refuse shell metacharacters and a leading '-' (it would read as an option to ethtool/ip).
+IFACE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,14}\Z")
 USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}\Z")
 DNS_NAME = re.compile(r"^(?=.{1,253}\Z)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?\Z")

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
-from nictune.argtypes import count
+from nictune.argtypes import count, out_dir
 from nictune.errors import InputError
 from nictune.model import load_config
 from nictune.optimizer.checkpoint import Options, load_checkpoint
@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Search every transmission's NIC setting with NSGA-II over the fast "
                     "engine, verify the plan with the DES, write DIR/plan.yaml and reports.")
     p.add_argument("config", help="the config (YAML) to optimise")
-    p.add_argument("--out", metavar="DIR", help="output directory (default runs/<config stem>)")
+    p.add_argument("--out", type=out_dir, metavar="DIR",
+                   help="output directory (default runs/<config stem>)")
     p.add_argument("--population", type=count(MIN_POPULATION), metavar="N",
                    help=f"individuals per generation (default {DEFAULTS.population})")
     p.add_argument("--generations", type=count(0), metavar="N",

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nictune.argtypes import count, number
+from nictune.argtypes import count, number, out_dir, out_file
 from nictune.deploy.inventory import load_inventory
 from nictune.errors import RunError
 from nictune.plan import load_plan
@@ -36,7 +36,8 @@ def register(subparsers: Any) -> None:
     size.add_argument("--duration", type=_SECONDS, help="send each run for this many "
                       "seconds at the transmission's rate instead")
     p.add_argument("--max-rate", type=_RATE, help="cap the paced rate (packets/s)")
-    p.add_argument("--out", default="validation", help="report directory (default ./validation)")
+    p.add_argument("--out", type=out_dir, default="validation",
+                   help="report directory (default ./validation)")
     p.add_argument("--json", action="store_true", help="print the report summary as JSON")
     p.set_defaults(func=run_validate)
 
@@ -48,7 +49,8 @@ def register(subparsers: Any) -> None:
     c.add_argument("--sender", required=True)
     c.add_argument("--receiver", required=True)
     c.add_argument("--nic", help="the receiver's NIC id (default: its only/first NIC)")
-    c.add_argument("--out", default="host-profile.yaml", help="profile YAML to write")
+    c.add_argument("--out", type=out_file, default="host-profile.yaml",
+                   help="profile YAML to write")
     c.add_argument("--seconds", type=_SECONDS, default=1.0,
                    help="sending time per sweep point: packets = rate x seconds (default 1)")
     c.add_argument("--rates", type=_RATE, nargs="+", help="packet rates to sweep (pps)")

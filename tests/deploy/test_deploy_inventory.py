@@ -14,6 +14,7 @@ from nictune.deploy.inventory import InventoryError, check_plan_nics, load_inven
 PLAN = {"nictune_plan": 1, "transmissions": [
     {"id": "t1", "host": "rx1", "nic": "nic-1",
      "setting": {"mode": "active_wait", "ring_slots": 1024}}]}
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_inventory(tmp: Path, host: dict | None = None, **top: object) -> Path:
@@ -49,6 +50,7 @@ def test_valid_inventory_resolves_paths(tmp_path: Path) -> None:
     ({"nics": {"nic-1": "$(reboot)"}}, "nics.nic-1"),
     ({"nics": {"nic-1": "-eth0"}}, "nics.nic-1"),
     ({"nics": {"nic-1": "averyveryverylongname"}}, "nics.nic-1"),
+    ({"nics": {"nic-1": "eth0:1"}}, "nics.nic-1"),  # (an address label, not a device)
     ({"nics": {"bad id!": "eth0"}}, "nics"),
     ({"nics": {"a": "eth0", "b": "eth0"}}, "nics"),
     ({"address": "10.0.0.1; reboot"}, "address"),
@@ -189,3 +191,26 @@ def test_out_of_range_options_refused_before_connecting(
     args = [str(write_plan(tmp_path)) if a == "PLAN" else a for a in args]
     code, err, seconds = run_cli([*args, "--inventory", str(write_inventory(tmp_path))], capsys)
     assert code == 2 and seconds < 5 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["validate", "PLAN", "--sender", "rx1", "--out", "FILE"], "is a file, not a directory"),
+    (["validate", "PLAN", "--sender", "rx1", "--out", "FILE/report"], "is not a directory"),
+    (["calibrate", "--sender", "rx1", "--receiver", "rx1", "--out", "DIR"],
+     "is a directory, not a file"),
+    (["optimize", "CONFIG", "--out", "FILE"], "is a file, not a directory"),
+])
+def test_unwritable_outputs_refused_before_any_work(
+        tmp_path: Path, args: list[str], message: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """validate checked --out only when it wrote the report, after connecting and
+    measuring for minutes."""
+    (tmp_path / "file").write_text("x")
+    names = {"PLAN": str(write_plan(tmp_path)), "FILE": str(tmp_path / "file"),
+             "FILE/report": str(tmp_path / "file" / "report"), "DIR": str(tmp_path),
+             "CONFIG": str(ROOT / "configs" / "paper-47.yaml")}
+    args = [names.get(a, a) for a in args]
+    extra = [] if args[0] == "optimize" else ["--inventory", str(write_inventory(tmp_path))]
+    code, err, seconds = run_cli([*args, *extra], capsys)
+    assert code == 2 and message in err and seconds < 5, err
+    assert len(err.strip().splitlines()) == 1
