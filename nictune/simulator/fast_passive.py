@@ -299,7 +299,8 @@ def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
             an = a[noisy]
             # the drain feeds the next window back with slope λw/(1 − λw): variance grows
             var = var * amplify[noisy]
-            k_pos = np.maximum(1.0, _mean_ceil(ti[noisy] / period[noisy] + mean * an,
+            wait = delay[noisy] / free[noisy] / period[noisy]  # (others' work first)
+            k_pos = np.maximum(1.0, _mean_ceil(ti[noisy] / period[noisy] + mean * an + wait,
                                                np.sqrt(var) * an))
             k[noisy] = p0 * k_idle[noisy] + (1.0 - p0) * k_pos
         x = np.clip(lam * (k * period - d), 0.0, None)

@@ -21,7 +21,7 @@ from nictune.model import (
 )
 from nictune.simulator import simulate as simulate_any
 from nictune.simulator.fast import METRIC_KEYS, SettingBatch, evaluate_batch, simulate
-from nictune.simulator.fidelity import random_cases
+from nictune.simulator.fidelity import compare, random_cases
 from nictune.simulator.metrics import CONTRACT_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -957,6 +957,17 @@ def test_a_watermark_above_bursts_the_consumer_cannot_keep_up_with(
     assert fast.interrupts == des.interrupts
     assert fast.duration_s == pytest.approx(des.duration_s, rel=0.01)
     assert fast.latency_mean_s == pytest.approx(des.latency_mean_s, rel=0.05)
+
+
+def test_a_poisson_drain_that_first_waits_for_the_others_spaces_the_ticks() -> None:
+    """The fluid map took a drain's wait for the others' work (and a partner's drain) into
+    its length but not into the next tick it reaches, for Poisson arrivals: every tick
+    woke the consumer (grid 2, case-108: 98 wake-ups, the DES 52; a one-NIC pair: 86.5,
+    the DES 25)."""
+    (case,) = random_cases(109, seed=2, packets=30_000)[108:]
+    row = next(r for r in compare(case) if r["transmission"] == "t1")
+    assert row["setting"].startswith("passive_wait") and row["arrival"] == "poisson"
+    assert row["fast"]["interrupts"] == pytest.approx(row["des"]["interrupts"], rel=0.2)
 
 
 def _single(costs: dict, size: int, packets: int, rate: float, arrival: str,
