@@ -579,8 +579,12 @@ def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.nda
                      cx.time_of(last) + ws)
     start = cx.time_of(n_wake) + ti + delay
     lat = start + ws * (group - 1.0) / 2.0 - cx.mean_arrival(group)
-    top = np.floor(0.01 * group + 1e-9)
-    p99 = start + top * ws - cx.time_of(top + 1.0)
+    # (the first packet waits longest if the drain gains on the arrivals, the last if it
+    # falls behind them in the bursts: the upper 1 % over a group's packets, sampled)
+    i = 1.0 + (group[:, None] - 1.0) * np.linspace(0.0, 1.0, 101)[None, :]
+    whole = np.floor((i - 1.0) / per_burst[:, None] + 1e-9)
+    at = whole * cx.c("cycle")[:, None] + (i - 1.0 - whole * per_burst[:, None]) / cx.lam[:, None]
+    p99 = np.percentile(start[:, None] + (i - 1.0) * ws[:, None] - at, 99.0, axis=1)
     across = across & ~catches & ((n_wake > per_burst) | (more >= 1.0))
     return wakes + (timed & (left > 0)), left, end, lat, p99, across
 
@@ -641,12 +645,14 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     lat = wait + cx.ti + w
     # alone, bursts followed one by one (`_passive_bursts`) keep their counts; watermark
     # groups of bursts whose drains run across gaps (`_across_bursts`) also their ends,
-    # waits and what is left below the watermark (less what the queue here dropped)
+    # waits and what is left below the watermark, and lose nothing while the ring holds
+    # the watermark's packets and a burst (else what the queue here dropped)
     kept = (res["followed"] > 0) & ~fluid
     whole = (res["followed"] > 1) & ~fluid
+    holds = n_wake + per_burst <= cap
     # (active_wait: a packet the ring had no room for never reaches the backlog)
     delivered = np.where(act, np.minimum(delivered, res["interrupts"]), delivered)
-    res["delivered"] = np.where(whole, np.minimum(delivered, res["delivered"]),
+    res["delivered"] = np.where(whole & ~holds, np.minimum(delivered, res["delivered"]),
                                 np.where(kept, res["delivered"], delivered))
     # the queue left when arrivals end: alone it drains at full speed, on a shared core
     # when the phases say it is taken
