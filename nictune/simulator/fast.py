@@ -537,56 +537,79 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
 
 
 def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.ndarray,
-                   across: np.ndarray) -> tuple[np.ndarray, ...]:
+                   across: np.ndarray, horizon: int = 64) -> tuple[np.ndarray, ...]:
     """Onoff woken at more packets than a burst holds (`across`), whose drain does not
     catch up before the wake-up burst ends (else the count runs on through the gaps, as
-    evenly spaced arrivals at the burst rate): a wake-up takes a group of bursts, the
-    k = ⌈n_w / burst⌉ that bring n_w and those its drain runs into (while its work is more
-    than a gap leaves; the mean load below 1, else one drain to the end), the last of them
-    whole if the drain ends in its gap, else up to where it catches up. Counting starts
-    afresh there, so wake-up j comes at packet (j − 1)·group + n_w (as if every group
-    started with a burst); what is left after the last group stays below the watermark.
-    A group's drain is behind until its end, so its packet i waits from its arrival to
-    the wake-up + Ti + i·w. Returns the wake-ups (one more for a timeout's flush), the
-    packets left, when the last drain ends, the mean and upper 1 % of that wait (less the
-    packet's own w), and `across` without those that catch up."""
-    n, ws, ti = cx.n, cx.ws, cx.ti
+    evenly spaced arrivals at the burst rate): a wake-up takes a group of bursts, from
+    where the last one ended to the burst that brings n_w and those its drain runs into
+    (while its work is more than a gap leaves; the mean load below 1, else one drain to
+    the end), the last of them whole if the drain ends in its gap, else up to where it
+    catches up, where the next group starts. The groups are followed one by one (the
+    first `horizon`, the rest at their mean size); what is left after the last one stays
+    below the watermark. A group's drain is behind until its end, so its packet i waits
+    from its arrival to the wake-up + Ti + i·w. Returns the wake-ups (one more for a
+    timeout's flush), the packets left, when the last drain ends, the mean and upper 1 %
+    of that wait (less the packet's own w; for a group of the mean size from a burst's
+    start), and `across` without those that catch up."""
+    n, ws, ti, lam = cx.n, cx.ws, cx.ti, cx.lam
     per_burst, bursts = cx.c("per_burst"), cx.c("bursts")
-    k = np.ceil(n_wake / per_burst - 1e-9)
-    rest = per_burst - (n_wake - (k - 1.0) * per_burst)  # the wake-up burst's packets after it
-    # the drain's backlog empties (fluid, arrivals at the burst rate) before that burst ends
-    load = cx.lam * ws
-    catches = (load < 1.0) & ((ti + delay + n_wake * ws) / np.maximum(1.0 - load, TINY)
-                              < rest / cx.lam)
-    # s the drain runs past the gap after the wake-up burst; each later burst gives back
-    # its cycle less its work
-    over = ti + delay + (n_wake + rest) * ws - rest / cx.lam - cx.c("off")
-    spare = cx.c("cycle") - per_burst * ws
-    more = np.where(over > 0, np.where(spare > 0, np.ceil(over / np.maximum(spare, TINY)
-                                                          - 1e-9), bursts), 0.0)
-    # the last burst it runs into: its backlog (r s of work) may clear before that burst
-    # ends, after ⌈λr / (1 − λw)⌉ of its packets (the next count starts there: as often)
-    r = over - (more - 1.0) * spare
-    mid = (more >= 1.0) & (load < 1.0) & (r < cx.c("on") * (1.0 - load))
-    part = np.ceil(cx.lam * r / np.maximum(1.0 - load, TINY) - 1e-9)
-    group = np.where(mid, (k + more - 1.0) * per_burst + part, (k + more) * per_burst)
-    group = np.minimum(group, bursts * per_burst)
-    wakes = np.floor((n - n_wake) / group + 1e-9) + 1.0
-    left = np.clip(n - wakes * group, 0.0, None)
-    first = (wakes - 1.0) * group  # packets handled before the last wake-up's group
-    last = np.minimum(n, wakes * group)
-    end = np.maximum(cx.time_of(first + n_wake) + ti + delay + (last - first) * ws,
+    load = lam * ws
+    spare = cx.c("cycle") - per_burst * ws  # what each later burst gives back
+    on, gap = cx.c("on"), cx.c("off")
+
+    def group(at: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(packets, next offset, catches up in its wake-up burst) of the groups of
+        elements `at` that start `offset` packets into a burst."""
+        pb, nw, ld, sp, w = per_burst[at], n_wake[at], load[at], spare[at], ws[at]
+        b = np.ceil((offset + nw) / pb - 1e-9) - 1.0  # the wake-up burst
+        rest = (b + 1.0) * pb - offset - nw  # its packets after the wake-up
+        work = ti[at] + delay[at] + nw * w
+        catches = (ld < 1.0) & (work / np.maximum(1.0 - ld, TINY) < rest / lam[at])
+        # s the drain runs past that burst's gap, and the bursts it runs into
+        over = work + rest * w - rest / lam[at] - gap[at]
+        more = np.where(over > 0, np.where(sp > 0, np.ceil(
+            over / np.maximum(sp, TINY) - 1e-9), bursts[at]), 0.0)
+        # the last of them: its backlog (r s of work) may clear before it ends, after
+        # ⌈λr / (1 − λw)⌉ of its packets
+        r = over - (more - 1.0) * sp
+        mid = (more >= 1.0) & (ld < 1.0) & (r < on[at] * (1.0 - ld))
+        part = np.minimum(np.ceil(lam[at] * r / np.maximum(1.0 - ld, TINY) - 1e-9), pb - 1.0)
+        stop = np.where(mid, (b + more) * pb + part, (b + more + 1.0) * pb)
+        return (np.minimum(stop, bursts[at] * pb) - offset, np.where(mid, part, 0.0),
+                catches)
+
+    everyone = np.arange(n.size)
+    first_size, _, catches = group(everyone, np.zeros(n.size))
+    done, before, wakes, offset = (np.zeros(n.size) for _ in range(4))
+    going = np.flatnonzero(across & ~catches & (n >= n_wake))
+    for _ in range(horizon):
+        if not going.size:
+            break
+        size, offset[going], _ = group(going, offset[going])
+        before[going] = done[going]
+        done[going] += size
+        wakes[going] += 1.0
+        going = going[done[going] + n_wake[going] <= n[going]]  # another wake-up comes
+    if going.size:  # (past the horizon: the rest at the mean size)
+        mean = done[going] / wakes[going]
+        extra = np.floor((n[going] - done[going] - n_wake[going]) / mean + 1e-9) + 1.0
+        before[going] = done[going] + (extra - 1.0) * mean
+        done[going] += extra * mean
+        wakes[going] += extra
+    left = np.clip(n - done, 0.0, None)
+    last = np.minimum(n, done)
+    end = np.maximum(cx.time_of(before + n_wake) + ti + delay + (last - before) * ws,
                      cx.time_of(last) + ws)
+    size = np.where(wakes > 0, done / np.maximum(wakes, 1.0), first_size)
     start = cx.time_of(n_wake) + ti + delay
-    lat = start + ws * (group - 1.0) / 2.0 - cx.mean_arrival(group)
+    lat = start + ws * (size - 1.0) / 2.0 - cx.mean_arrival(size)
     # (the first packet waits longest if the drain gains on the arrivals, the last if it
     # falls behind them in the bursts: the upper 1 % over a group's packets, sampled)
-    i = 1.0 + (group[:, None] - 1.0) * np.linspace(0.0, 1.0, 101)[None, :]
+    i = 1.0 + (size[:, None] - 1.0) * np.linspace(0.0, 1.0, 101)[None, :]
     whole = np.floor((i - 1.0) / per_burst[:, None] + 1e-9)
-    at = whole * cx.c("cycle")[:, None] + (i - 1.0 - whole * per_burst[:, None]) / cx.lam[:, None]
+    at = whole * cx.c("cycle")[:, None] + (i - 1.0 - whole * per_burst[:, None]) / lam[:, None]
     p99 = np.percentile(start[:, None] + (i - 1.0) * ws[:, None] - at, 99.0, axis=1)
-    across = across & ~catches & ((n_wake > per_burst) | (more >= 1.0))
-    return wakes + (timed & (left > 0)), left, end, lat, p99, across
+    return wakes + (timed & (left > 0)), left, end, lat, p99, across & ~catches
 
 
 def _backlog_wait(lam: np.ndarray, r: np.ndarray, on: np.ndarray, cap: np.ndarray,
