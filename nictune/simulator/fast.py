@@ -489,10 +489,15 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     apart = clean | flush
     left = np.where(apart, np.clip(last - in_last * c, 0.0, None), left)
     wakes = np.where(clean, (bursts - 1.0) * in_burst + in_last + (timed & (left > 0)), wakes)
-    across = cx.onoff & (n >= n_wake)
-    if across.any():
-        a_wakes, a_left, a_end, a_lat, a_p99, across = _across_bursts(cx, n_wake, delay,
-                                                                      timed, across)
+    across = np.zeros(n.shape, dtype=bool)
+    cand = np.flatnonzero(cx.onoff & (n >= n_wake))
+    if cand.size:
+        groups = _across_bursts(Ctx.build(cx.wl, cx.col[cand], ws[cand], cx.ring[cand]),
+                                n_wake[cand], delay[cand], timed[cand])
+        across[cand] = groups[-1]
+        a_wakes, a_left, a_end, a_lat, a_p99 = (np.zeros(n.shape) for _ in range(5))
+        for out, part in zip((a_wakes, a_left, a_end, a_lat, a_p99), groups, strict=False):
+            out[cand] = part
         wakes, left = np.where(across, a_wakes, wakes), np.where(across, a_left, left)
     # end: the last drain (packets up to min(N, full·c)), then the timeout flush if any
     last_idx = n - left
@@ -537,9 +542,10 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
 
 
 def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.ndarray,
-                   across: np.ndarray, horizon: int = 64) -> tuple[np.ndarray, ...]:
-    """Onoff woken at more packets than a burst holds (`across`), whose drain does not
-    catch up before the wake-up burst ends (else the count runs on through the gaps, as
+                   horizon: int = 64) -> tuple[np.ndarray, ...]:
+    """Onoff watermark consumers (the elements of `cx`, each with at least n_w packets)
+    whose drain does not catch up before its wake-up burst ends — n_w above a burst, or a
+    drain too long for the rest of the burst (else the count runs on through the gaps, as
     evenly spaced arrivals at the burst rate): a wake-up takes a group of bursts, from
     where the last one ended to the burst that brings n_w and those its drain runs into
     (while its work is more than a gap leaves; the mean load below 1, else one drain to
@@ -550,7 +556,7 @@ def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.nda
     from its arrival to the wake-up + Ti + i·w. Returns the wake-ups (one more for a
     timeout's flush), the packets left, when the last drain ends, the mean and upper 1 %
     of that wait (less the packet's own w; for a group of the mean size from a burst's
-    start), and `across` without those that catch up."""
+    start), and which elements this holds for (not those that catch up)."""
     n, ws, ti, lam = cx.n, cx.ws, cx.ti, cx.lam
     per_burst, bursts = cx.c("per_burst"), cx.c("bursts")
     load = lam * ws
@@ -581,7 +587,7 @@ def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.nda
     everyone = np.arange(n.size)
     first_size, _, catches = group(everyone, np.zeros(n.size))
     done, before, wakes, offset = (np.zeros(n.size) for _ in range(4))
-    going = np.flatnonzero(across & ~catches & (n >= n_wake))
+    going = np.flatnonzero(~catches)
     for _ in range(horizon):
         if not going.size:
             break
@@ -609,7 +615,7 @@ def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.nda
     whole = np.floor((i - 1.0) / per_burst[:, None] + 1e-9)
     at = whole * cx.c("cycle")[:, None] + (i - 1.0 - whole * per_burst[:, None]) / lam[:, None]
     p99 = np.percentile(start[:, None] + (i - 1.0) * ws[:, None] - at, 99.0, axis=1)
-    return wakes + (timed & (left > 0)), left, end, lat, p99, across & ~catches
+    return wakes + (timed & (left > 0)), left, end, lat, p99, ~catches
 
 
 def _backlog_wait(lam: np.ndarray, r: np.ndarray, on: np.ndarray, cap: np.ndarray,
