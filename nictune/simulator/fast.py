@@ -496,7 +496,8 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
                                 n_wake[cand], delay[cand], timed[cand])
         across[cand] = groups[-1]
         a_wakes, a_left, a_end, a_lat, a_p99 = (np.zeros(n.shape) for _ in range(5))
-        for out, part in zip((a_wakes, a_left, a_end, a_lat, a_p99), groups, strict=False):
+        for out, part in zip((a_wakes, a_left, a_end, a_lat, a_p99), groups[:-1],
+                             strict=True):
             out[cand] = part
         wakes, left = np.where(across, a_wakes, wakes), np.where(across, a_left, left)
     # end: the last drain (packets up to min(N, full·c)), then the timeout flush if any
@@ -612,9 +613,10 @@ def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.nda
     # (the first packet waits longest if the drain gains on the arrivals, the last if it
     # falls behind them in the bursts: the upper 1 % over a group's packets, sampled)
     i = 1.0 + (size[:, None] - 1.0) * np.linspace(0.0, 1.0, 101)[None, :]
-    whole = np.floor((i - 1.0) / per_burst[:, None] + 1e-9)
-    at = whole * cx.c("cycle")[:, None] + (i - 1.0 - whole * per_burst[:, None]) / lam[:, None]
-    p99 = np.percentile(start[:, None] + (i - 1.0) * ws[:, None] - at, 99.0, axis=1)
+    pb, cycle = per_burst[:, None], cx.c("cycle")[:, None]
+    burst = np.floor((i - 1.0) / pb + 1e-9)
+    arrived = burst * cycle + (i - 1.0 - burst * pb) / lam[:, None]
+    p99 = np.percentile(start[:, None] + (i - 1.0) * ws[:, None] - arrived, 99.0, axis=1)
     return wakes + (timed & (left > 0)), left, end, lat, p99, ~catches
 
 
@@ -699,9 +701,9 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # (a burst's backlog that outlasts the gap keeps it awake across bursts: once)
     sleeps = cx.onoff & (q / np.maximum(r, TINY) < cx.c("off"))
     awake = np.where(fluid, 1.0 - behind, 0.0)  # shared: the share of time it keeps up
-    res["interrupts"] = np.where(batched & ~kept, np.select(
-        [sleeps], [np.maximum(res["interrupts"], bursts)],
-        1.0 + res["interrupts"] * awake), res["interrupts"])
+    res["interrupts"] = np.where(batched & ~kept, np.where(
+        sleeps, np.maximum(res["interrupts"], bursts), 1.0 + res["interrupts"] * awake),
+        res["interrupts"])
     res["empty"] = np.where(batched & ~sleeps & ~kept, res["empty"] * awake, res["empty"])
 
 
