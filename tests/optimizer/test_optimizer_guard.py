@@ -36,14 +36,17 @@ def search(small_config: Path) -> Search:
     return s
 
 
-def _host_a(search: Search, settings: list[NicSetting], throughputs: list[float]) -> None:
+def _host_a(search: Search, settings: list[NicSetting], throughputs: list[float],
+            interrupts: list[float] | None = None) -> None:
     """Make host solo-a's archive these settings, the fast engine's "throughput" ratios
-    given so that `prefer=throughput` ranks them in this order."""
+    given so that `prefer=throughput` ranks them in this order (interrupt ratios 0.01
+    unless given)."""
     enc = search.encoding
     h = enc.hosts.index("solo-a")
     space = enc.spaces[enc.nic_index["na"]]
     genes = np.array([space.encode(s) for s in settings])
-    values = np.array([[t, 0.01, 0.5] for t in throughputs])
+    values = np.array([[t, i, 0.5] for t, i in zip(
+        throughputs, interrupts or [0.01] * len(settings), strict=True)])
     assert search.state is not None
     search.state.archives[h] = HostArchive(genes, values, np.zeros(len(settings)),
                                            np.array(throughputs))
@@ -80,6 +83,23 @@ def test_ranked_follows_the_preference_and_starts_at_best(search: Search) -> Non
     archive = search.state.archives[search.encoding.hosts.index("solo-a")]
     order = ranked(archive, "throughput", 5)
     assert order == [1, 2, 0] and order[0] == archive.best("throughput")
+
+
+def test_fallbacks_that_buy_little_throughput_with_many_interrupts_are_skipped(
+        search: Search) -> None:
+    """After the first choice, a candidate within the DES check's 1 % of the default's
+    throughput must not cost more interrupts than the default: 20× the interrupts for
+    0.5 % is not a plan (rack.yaml, seed 2, compute-1: +1 679 % interrupts)."""
+    noisy = NicSetting("passive_wait", poll_interval=20e-6, ring_slots=4096)
+    _host_a(search, [LOSSY, noisy, GOOD], [1.006, 1.005, 1.004], [0.3, 20.0, 0.2])
+    archive = search.state.archives[search.encoding.hosts.index("solo-a")]
+    assert ranked(archive, "throughput", 5) == [0, 2]
+    genes, notes = guard(search, "throughput", "des", _reference(search))
+    assert search.encoding.settings(genes)[0] == GOOD and "candidate 2" in notes[0][0]
+    # the same trade for more than 1 % of throughput stays a candidate
+    _host_a(search, [LOSSY, noisy, GOOD], [1.03, 1.02, 1.004], [0.3, 20.0, 0.2])
+    assert ranked(search.state.archives[search.encoding.hosts.index("solo-a")],
+                  "throughput", 5) == [0, 1, 2]
 
 
 def test_a_plan_the_des_rejects_takes_the_next_candidate(search: Search) -> None:
