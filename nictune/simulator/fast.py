@@ -582,41 +582,48 @@ def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.nda
         mid = (more >= 1.0) & (ld < 1.0) & (r < on[at] * (1.0 - ld))
         part = np.minimum(np.ceil(lam[at] * r / np.maximum(1.0 - ld, TINY) - 1e-9), pb - 1.0)
         stop = np.where(mid, (b + more) * pb + part, (b + more + 1.0) * pb)
-        return (np.minimum(stop, bursts[at] * pb) - offset, np.where(mid, part, 0.0),
-                catches)
+        # (a group that starts inside a burst may catch up in its wake-up burst: after
+        # ⌈λ·work / (1 − λw)⌉ more packets, where the next count starts)
+        up = offset + nw + np.ceil(lam[at] * work / np.maximum(1.0 - ld, TINY) - 1e-9)
+        stop = np.where(catches, up, stop)
+        after = np.where(catches, up - b * pb, np.where(mid, part, 0.0))
+        return np.minimum(stop, bursts[at] * pb) - offset, after, catches
 
     everyone = np.arange(n.size)
-    first_size, _, catches = group(everyone, np.zeros(n.size))
+    first, _, catches = group(everyone, np.zeros(n.size))
     done, before, wakes, offset = (np.zeros(n.size) for _ in range(4))
-    going = np.flatnonzero(~catches)
+    ok = np.flatnonzero(~catches)
+    going = ok
     for _ in range(horizon):
         if not going.size:
             break
-        size, offset[going], _ = group(going, offset[going])
+        taken, offset[going], _ = group(going, offset[going])
         before[going] = done[going]
-        done[going] += size
+        done[going] += taken
         wakes[going] += 1.0
         going = going[done[going] + n_wake[going] <= n[going]]  # another wake-up comes
     if going.size:  # (past the horizon: the rest at the mean size)
-        mean = done[going] / wakes[going]
-        extra = np.floor((n[going] - done[going] - n_wake[going]) / mean + 1e-9) + 1.0
-        before[going] = done[going] + (extra - 1.0) * mean
-        done[going] += extra * mean
+        size = done[going] / wakes[going]
+        extra = np.floor((n[going] - done[going] - n_wake[going]) / size + 1e-9) + 1.0
+        before[going] = done[going] + (extra - 1.0) * size
+        done[going] += extra * size
         wakes[going] += extra
     left = np.clip(n - done, 0.0, None)
     last = np.minimum(n, done)
     end = np.maximum(cx.time_of(before + n_wake) + ti + delay + (last - before) * ws,
                      cx.time_of(last) + ws)
-    size = np.where(wakes > 0, done / np.maximum(wakes, 1.0), first_size)
+    mean = np.where(wakes > 0, done / np.maximum(wakes, 1.0), first)  # packets a group
     start = cx.time_of(n_wake) + ti + delay
-    lat = start + ws * (size - 1.0) / 2.0 - cx.mean_arrival(size)
+    lat = start + ws * (mean - 1.0) / 2.0 - cx.mean_arrival(mean)
     # (the first packet waits longest if the drain gains on the arrivals, the last if it
     # falls behind them in the bursts: the upper 1 % over a group's packets, sampled)
-    i = 1.0 + (size[:, None] - 1.0) * np.linspace(0.0, 1.0, 101)[None, :]
-    pb, cycle = per_burst[:, None], cx.c("cycle")[:, None]
+    i = 1.0 + (mean[ok, None] - 1.0) * np.linspace(0.0, 1.0, 101)[None, :]
+    pb, cycle = per_burst[ok, None], cx.c("cycle")[ok, None]
     burst = np.floor((i - 1.0) / pb + 1e-9)
-    arrived = burst * cycle + (i - 1.0 - burst * pb) / lam[:, None]
-    p99 = np.percentile(start[:, None] + (i - 1.0) * ws[:, None] - arrived, 99.0, axis=1)
+    arrived = burst * cycle + (i - 1.0 - burst * pb) / lam[ok, None]
+    p99 = np.zeros(n.size)
+    p99[ok] = np.percentile(start[ok, None] + (i - 1.0) * ws[ok, None] - arrived, 99.0,
+                            axis=1)
     return wakes + (timed & (left > 0)), left, end, lat, p99, ~catches
 
 
@@ -653,7 +660,7 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     n, lam = cx.n, cx.lam
     on = cx.c("on") + 1.0 / lam
     per_burst, bursts = cx.c("per_burst"), cx.c("bursts")
-    mode = {key: res[key].copy() for key in ("duration", "stranded", "lat_mean", "lat_p99")}
+    own = {key: res[key].copy() for key in ("duration", "stranded", "lat_mean", "lat_p99")}
     q = np.clip((lam - r) * on, 0.0, cap)
     # between bursts the queue drains with the core to itself
     mid = np.minimum(per_burst, r * on + np.minimum(q, cx.c("off") / w))
@@ -676,15 +683,15 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     lat = wait + cx.ti + w
     # alone, bursts followed one by one (`_passive_bursts`) keep their counts; watermark
     # groups of bursts whose drains run across gaps (`_across_bursts`) also their ends,
-    # waits and what is left below the watermark, and lose nothing while the ring holds
-    # the watermark's packets and a burst (else what the queue here dropped)
-    kept = (res["followed"] > 0) & ~fluid
-    whole = (res["followed"] > 1) & ~fluid
-    holds = n_wake + per_burst <= cap
+    # waits and what is left below the watermark, where the ring holds what they queue:
+    # the watermark's packets and a burst, the mean load below the core's (else the
+    # backlog grows cycle by cycle) — or all of them
+    holds = ((n_wake + per_burst <= cap) & (cx.c("rate") * cx.ws < 1.0)) | (n <= cap)
+    whole = (res["followed"] > 1) & ~fluid & holds
+    kept = (res["followed"] > 0) & ~fluid & (whole | (res["followed"] <= 1))
     # (active_wait: a packet the ring had no room for never reaches the backlog)
     delivered = np.where(act, np.minimum(delivered, res["interrupts"]), delivered)
-    res["delivered"] = np.where(whole & ~holds, np.minimum(delivered, res["delivered"]),
-                                np.where(kept, res["delivered"], delivered))
+    res["delivered"] = np.where(kept, res["delivered"], delivered)
     # the queue left when arrivals end: alone it drains at full speed, on a shared core
     # when the phases say it is taken
     drain = np.where(fluid, fluid_tail, q_end * w)
@@ -693,9 +700,9 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # packets wait for about the whole duration, not q / r)
     res["lat_mean"] = np.minimum(lat, res["duration"])
     res["lat_p99"] = np.minimum(np.maximum(0.99 * longest + cx.ti + w, lat), res["duration"])
-    res["stranded"] = np.where(whole, mode["stranded"], 0.0)
+    res["stranded"] = np.where(whole, own["stranded"], 0.0)
     for key in ("duration", "lat_mean", "lat_p99"):
-        res[key] = np.where(whole, mode[key], res[key])
+        res[key] = np.where(whole, own[key], res[key])
     # a consumer that never empties its ring is woken once (onoff: once per burst, plus
     # its timer ticks in the gaps)
     # (a burst's backlog that outlasts the gap keeps it awake across bursts: once)
