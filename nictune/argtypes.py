@@ -42,28 +42,34 @@ def number(low: float, high: float, unit: str = "") -> Callable[[str], float]:
 def out_dir(text: str) -> Path:
     """A directory to write into: an existing one, or one that can be made (checked when
     the command starts, not after minutes of measuring)."""
-    path = Path(text)
-    if path.exists() and not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a file, not a directory")
-    _writable_ancestor(path, text)
-    return path
+    return _writable(text, directory=True)
 
 
 def out_file(text: str) -> Path:
     """A file to write, in a directory that exists or can be made."""
+    return _writable(text, directory=False)
+
+
+def _writable(text: str, directory: bool) -> Path:
+    """`text` as a path we may create or overwrite: not the other kind of file, and the
+    nearest existing ancestor a directory we may write in (a path we may not even look
+    at is refused the same way, not with a traceback)."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty path")
     path = Path(text)
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a directory, not a file")
-    _writable_ancestor(path.parent, text)
-    return path
-
-
-def _writable_ancestor(path: Path, text: str) -> None:
-    """`path` or the nearest of its ancestors that exists is a directory we may write in."""
-    here = path.absolute()
-    while not here.exists():
-        here = here.parent
+    try:
+        if directory and path.exists() and not path.is_dir():
+            raise argparse.ArgumentTypeError(f"{text} is a file, not a directory")
+        if not directory and path.is_dir():
+            raise argparse.ArgumentTypeError(f"{text} is a directory, not a file")
+        here = (path if directory else path.parent).absolute()
+        while not here.exists():
+            here = here.parent
+        usable = here.is_dir() and os.access(here, os.W_OK | os.X_OK)
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {e.strerror}") from None
     if not here.is_dir():
         raise argparse.ArgumentTypeError(f"cannot write {text}: {here} is not a directory")
-    if not os.access(here, os.W_OK | os.X_OK):
+    if not usable:
         raise argparse.ArgumentTypeError(f"cannot write {text}: no write permission in {here}")
+    return path

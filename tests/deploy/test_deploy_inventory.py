@@ -199,6 +199,10 @@ def test_out_of_range_options_refused_before_connecting(
     (["calibrate", "--sender", "rx1", "--receiver", "rx1", "--out", "DIR"],
      "is a directory, not a file"),
     (["optimize", "CONFIG", "--out", "FILE"], "is a file, not a directory"),
+    (["optimize", "CONFIG", "--out", ""], "empty path"),  # (it meant ".")
+    # a path the file system refuses to look at (ENAMETOOLONG here; EACCES for a user
+    # who may not search a directory) is one line too, not a traceback
+    (["validate", "PLAN", "--sender", "rx1", "--out", "x" * 5000], "cannot write"),
 ])
 def test_unwritable_outputs_refused_before_any_work(
         tmp_path: Path, args: list[str], message: str,
