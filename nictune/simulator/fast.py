@@ -495,9 +495,10 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
         groups = _across_bursts(Ctx.build(cx.wl, cx.col[cand], ws[cand], cx.ring[cand]),
                                 n_wake[cand], delay[cand], timed[cand])
         across[cand] = groups[-1]
-        a_wakes, a_left, a_end, a_lat, a_p99 = (np.zeros(n.shape) for _ in range(5))
-        for out, part in zip((a_wakes, a_left, a_end, a_lat, a_p99), groups[:-1],
-                             strict=True):
+        a_wakes, a_left, a_end, a_lat, a_p99, a_lost, a_fits = (np.zeros(n.shape)
+                                                                 for _ in range(7))
+        for out, part in zip((a_wakes, a_left, a_end, a_lat, a_p99, a_lost, a_fits),
+                             groups[:-1], strict=True):
             out[cand] = part
         wakes, left = np.where(across, a_wakes, wakes), np.where(across, a_left, left)
     # end: the last drain (packets up to min(N, full·c)), then the timeout flush if any
@@ -537,9 +538,13 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     p99 = np.where(tail & (left >= top), np.maximum(p99, tau - np.maximum(top - 1.0, 0.0) * g
                                                     + ti), p99)
     zero = np.zeros_like(duration)
-    return Mode(interrupts=wakes, empty=zero, delivered=n - np.where(timed, 0.0, left),
-                 stranded=np.where(timed, 0.0, left), duration=duration,
-                 lat_mean=ws + lat_mean, lat_p99=ws + p99, followed=2.0 * across)
+    lost, fits = (np.where(across, a_lost, 0.0), across & (a_fits > 0)) if cand.size else (
+        zero, across)
+    # (`followed` 2: a saturated core keeps these counts — not where the ring overflows,
+    # which its fluid queue counts better)
+    return Mode(interrupts=wakes, empty=zero, delivered=n - np.where(timed, 0.0, left) - lost,
+                stranded=np.where(timed, 0.0, left), duration=duration,
+                lat_mean=ws + lat_mean, lat_p99=ws + p99, followed=2.0 * fits)
 
 
 def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.ndarray,
@@ -554,10 +559,12 @@ def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.nda
     catches up, where the next group starts. The groups are followed one by one (the
     first `horizon`, the rest at their mean size); what is left after the last one stays
     below the watermark. A group's drain is behind until its end, so its packet i waits
-    from its arrival to the wake-up + Ti + i·w. Returns the wake-ups (one more for a
-    timeout's flush), the packets left, when the last drain ends, the mean and upper 1 %
-    of that wait (less the packet's own w; for a group of the mean size from a burst's
-    start), and which elements this holds for (not those that catch up)."""
+    from its arrival to the wake-up + Ti + i·w; its queue peaks at the end of the wake-up
+    burst or of the next, and a smaller ring loses the excess each group. Returns the
+    wake-ups (one more for a timeout's flush), the packets left, when the last drain ends,
+    the mean and upper 1 % of that wait (less the packet's own w; for a group of the mean
+    size from a burst's start), the packets lost, whether the ring holds the peak, and
+    which elements this holds for (not those that catch up)."""
     n, ws, ti, lam = cx.n, cx.ws, cx.ti, cx.lam
     per_burst, bursts = cx.c("per_burst"), cx.c("bursts")
     load = lam * ws
@@ -565,8 +572,8 @@ def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.nda
     on, gap = cx.c("on"), cx.c("off")
 
     def group(at: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(packets, next offset, catches up in its wake-up burst) of the groups of
-        elements `at` that start `offset` packets into a burst."""
+        """(packets, next offset, catches up in its wake-up burst, the most it queues)
+        of the groups of elements `at` that start `offset` packets into a burst."""
         pb, nw, ld, sp, w = per_burst[at], n_wake[at], load[at], spare[at], ws[at]
         b = np.ceil((offset + nw) / pb - 1e-9) - 1.0  # the wake-up burst
         rest = (b + 1.0) * pb - offset - nw  # its packets after the wake-up
@@ -587,17 +594,21 @@ def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.nda
         up = offset + nw + np.ceil(lam[at] * work / np.maximum(1.0 - ld, TINY) - 1e-9)
         stop = np.where(catches, up, stop)
         after = np.where(catches, up - b * pb, np.where(mid, part, 0.0))
-        return np.minimum(stop, bursts[at] * pb) - offset, after, catches
+        # the queue peaks at the end of the wake-up burst or of the next (a burst past the
+        # core's rate adds 1 − 1/λw of its packets)
+        grows = np.clip(1.0 - 1.0 / np.maximum(ld, TINY), 0.0, None)
+        peak = np.maximum(nw + rest * grows, np.where(over > 0, over / w + pb * grows, 0.0))
+        return np.minimum(stop, bursts[at] * pb) - offset, after, catches, peak
 
     everyone = np.arange(n.size)
-    first, _, catches = group(everyone, np.zeros(n.size))
+    first, _, catches, peak = group(everyone, np.zeros(n.size))
     done, before, wakes, offset = (np.zeros(n.size) for _ in range(4))
     ok = np.flatnonzero(~catches)
     going = ok
     for _ in range(horizon):
         if not going.size:
             break
-        taken, offset[going], _ = group(going, offset[going])
+        taken, offset[going], _, _ = group(going, offset[going])
         before[going] = done[going]
         done[going] += taken
         wakes[going] += 1.0
@@ -610,6 +621,8 @@ def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.nda
         wakes[going] += extra
     left = np.clip(n - done, 0.0, None)
     last = np.minimum(n, done)
+    # what a ring smaller than the peak loses, each group alike
+    lost = np.minimum(np.clip(peak - cx.ring, 0.0, None) * wakes, last)
     end = np.maximum(cx.time_of(before + n_wake) + ti + delay + (last - before) * ws,
                      cx.time_of(last) + ws)
     mean = np.where(wakes > 0, done / np.maximum(wakes, 1.0), first)  # packets a group
@@ -624,7 +637,7 @@ def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.nda
     p99 = np.zeros(n.size)
     p99[ok] = np.percentile(start[ok, None] + (i - 1.0) * ws[ok, None] - arrived, 99.0,
                             axis=1)
-    return wakes + (timed & (left > 0)), left, end, lat, p99, ~catches
+    return wakes + (timed & (left > 0)), left, end, lat, p99, lost, peak <= cx.ring, ~catches
 
 
 def _backlog_wait(lam: np.ndarray, r: np.ndarray, on: np.ndarray, cap: np.ndarray,
@@ -682,11 +695,11 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
                                   after)
     lat = wait + cx.ti + w
     # alone, bursts followed one by one (`_passive_bursts`) keep their counts; watermark
-    # groups of bursts whose drains run across gaps (`_across_bursts`) also their ends,
-    # waits and what is left below the watermark, where the ring holds what they queue:
-    # the watermark's packets and a burst, the mean load below the core's (else the
-    # backlog grows cycle by cycle) — or all of them
-    holds = ((n_wake + per_burst <= cap) & (cx.c("rate") * cx.ws < 1.0)) | (n <= cap)
+    # groups of bursts whose drains run across gaps (`_across_bursts`, within the ring)
+    # also their ends, waits and what is left below the watermark, where the mean load is
+    # below the core's (else the backlog grows cycle by cycle) or the ring holds every
+    # packet
+    holds = (cx.c("rate") * cx.ws < 1.0) | (n <= cap)
     whole = (res["followed"] > 1) & ~fluid & holds
     kept = (res["followed"] > 0) & ~fluid & (whole | (res["followed"] <= 1))
     # (active_wait: a packet the ring had no room for never reaches the backlog)
