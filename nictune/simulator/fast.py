@@ -674,12 +674,14 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     on = cx.c("on") + 1.0 / lam
     per_burst, bursts = cx.c("per_burst"), cx.c("bursts")
     own = {key: res[key].copy() for key in ("duration", "stranded", "lat_mean", "lat_p99")}
-    q = np.clip((lam - r) * on, 0.0, cap)
+    # (a watermark consumer is served only from its n_w-th packet of a burst on)
+    late = np.minimum(on, np.where(batched, (n_wake - 1.0) / lam, 0.0))
+    q = np.clip(lam * on - r * (on - late), 0.0, cap)
     # between bursts the queue drains with the core to itself
-    mid = np.minimum(per_burst, r * on + np.minimum(q, cx.c("off") / w))
+    mid = np.minimum(per_burst, r * (on - late) + np.minimum(q, cx.c("off") / w))
     last_n = n - (bursts - 1.0) * per_burst
     last_on = np.minimum(on, last_n / lam)
-    last = np.minimum(last_n, r * last_on + cap)
+    last = np.minimum(last_n, r * np.clip(last_on - late, 0.0, None) + cap)
     delivered = (bursts - 1.0) * mid + last
     q_end = np.clip(last - r * last_on, 0.0, None)
     # active_wait past λ·Ti = 1: the ring holds what the handlers could not take yet
