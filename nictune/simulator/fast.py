@@ -674,8 +674,11 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     on = cx.c("on") + 1.0 / lam
     per_burst, bursts = cx.c("per_burst"), cx.c("bursts")
     own = {key: res[key].copy() for key in ("duration", "stranded", "lat_mean", "lat_p99")}
-    # (a watermark consumer is served only from its n_w-th packet of a burst on)
+    # (a watermark consumer that sleeps between bursts — its queue clears in the gap — is
+    # served only from its n_w-th packet of a burst on)
     late = np.minimum(on, np.where(batched, (n_wake - 1.0) / lam, 0.0))
+    clears = np.clip(lam * on - r * (on - late), 0.0, cap) < r * cx.c("off")
+    late = np.where(clears, late, 0.0)
     q = np.clip(lam * on - r * (on - late), 0.0, cap)
     # between bursts the queue drains with the core to itself
     mid = np.minimum(per_burst, r * (on - late) + np.minimum(q, cx.c("off") / w))
