@@ -148,13 +148,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     grids = [(seed, random_cases(args.cases, seed=seed, packets=args.packets))
              for seed in args.seeds]
     cases = [c for _, c_list in grids for c in c_list]
-    pair_cases = nic_pair_cases(args.pairs, seed=0, packets=args.packets)
-    burst_cases = burst_watermark_cases(args.bursts, seed=0)
+    # the sets reported apart: key, label, generator, cases
+    apart_sets = [("pairs", "one NIC with two transmissions", "nic_pair_cases",
+                   nic_pair_cases(args.pairs, seed=0, packets=args.packets)),
+                  ("bursts", "watermarks above a burst", "burst_watermark_cases",
+                   burst_watermark_cases(args.bursts, seed=0))]
     start = time.perf_counter()
     with multiprocessing.Pool(args.workers) as pool:
         parts = pool.map(_run, cases, chunksize=4)
-        pairs = [r for part in pool.map(_run, pair_cases, chunksize=4) for r in part]
-        bursts = [r for part in pool.map(_run, burst_cases, chunksize=4) for r in part]
+        apart = {key: [r for part in pool.map(_run, set_cases, chunksize=4) for r in part]
+                 for key, _, _, set_cases in apart_sets}
         noise = ([r for part in pool.map(_noise, cases, chunksize=4) for r in part]
                  if args.noise else [])
     wall = time.perf_counter() - start
@@ -172,35 +175,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for metric in METRICS:
         print(f"\nworst {metric}:")
         print(worst(rows, metric))
-    if pairs:
-        print(f"\none NIC with two transmissions ({len(pair_cases)} cases of nic_pair_cases, "
-              "not in the grids):")
-        print(table(pairs, HOSTS[:1]))
-        print("\nworst throughput of those:")
-        print(worst(pairs, "throughput"))
-    if bursts:
-        print(f"\nonoff woken by a watermark above a burst ({len(burst_cases)} cases of "
-              "burst_watermark_cases, not in the grids):")
-        print(table(bursts, HOSTS[:1]))
-        print("\nworst throughput of those:")
-        print(worst(bursts, "throughput"))
+    for key, label, generator, set_cases in apart_sets:
+        if apart[key]:
+            print(f"\n{label} ({len(set_cases)} cases of {generator}, not in the grids):")
+            print(table(apart[key], HOSTS[:1]))
+            print("\nworst throughput of those:")
+            print(worst(apart[key], "throughput"))
     print("\ngoal (median ≤ 2 %, p95 ≤ 5 % for throughput and interrupts):")
     for name, keep in (HOSTS[0], *SETS):
         sub = [r for r in rows if keep(r)]
         if sub:
             print(f"  {name}: {'met' if _met(sub) else 'NOT met'}")
-    if pairs:
-        print(f"  one NIC with two transmissions: {'met' if _met(pairs) else 'NOT met'}")
-    if bursts:
-        print(f"  watermarks above a burst: {'met' if _met(bursts) else 'NOT met'}")
+    for key, label, _, _ in apart_sets:
+        if apart[key]:
+            print(f"  {label}: {'met' if _met(apart[key]) else 'NOT met'}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh)
     return {"summary": s, "ok": ok, "strict": args.strict, "cases": len(cases),
             "grids": list(args.seeds),
             "noise": summary(noise) if noise else None,
-            "pairs": summary(pairs) if pairs else None,
-            "bursts": summary(bursts) if bursts else None,
+            **{key: summary(apart[key]) if apart[key] else None for key in apart},
             "rows": len(rows), "wall_s": wall,
             "p95": {m: float(np.round(s[m]["p95"], 4)) for m in METRICS}}
 
