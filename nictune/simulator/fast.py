@@ -489,18 +489,16 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     apart = clean | flush
     left = np.where(apart, np.clip(last - in_last * c, 0.0, None), left)
     wakes = np.where(clean, (bursts - 1.0) * in_burst + in_last + (timed & (left > 0)), wakes)
-    across = np.zeros(n.shape, dtype=bool)
+    # onoff drains that do not catch up in their burst: groups of bursts (`_across_bursts`)
+    across, groups = np.zeros(n.shape, dtype=bool), np.zeros((7, *n.shape))
     cand = np.flatnonzero(cx.onoff & (n >= n_wake))
     if cand.size:
-        groups = _across_bursts(Ctx.build(cx.wl, cx.col[cand], ws[cand], cx.ring[cand]),
-                                n_wake[cand], delay[cand], timed[cand])
-        across[cand] = groups[-1]
-        a_wakes, a_left, a_end, a_lat, a_p99, a_lost, a_fits = (np.zeros(n.shape)
-                                                                 for _ in range(7))
-        for out, part in zip((a_wakes, a_left, a_end, a_lat, a_p99, a_lost, a_fits),
-                             groups[:-1], strict=True):
-            out[cand] = part
-        wakes, left = np.where(across, a_wakes, wakes), np.where(across, a_left, left)
+        *parts, across[cand] = _across_bursts(
+            Ctx.build(cx.wl, cx.col[cand], ws[cand], cx.ring[cand]), n_wake[cand],
+            delay[cand], timed[cand])
+        groups[:, cand] = parts
+    a_wakes, a_left, a_end, a_lat, a_p99, a_lost, a_fits = groups
+    wakes, left = np.where(across, a_wakes, wakes), np.where(across, a_left, left)
     # end: the last drain (packets up to min(N, full·c)), then the timeout flush if any
     last_idx = n - left
     m = np.where(apart & (in_last > 0), np.minimum(c, last - (in_last - 1.0) * c),
@@ -508,8 +506,7 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     drain_end = cx.time_of(last_idx) + np.where(
         cx.poisson, ti + n_wake * ws, np.maximum(ws, ti + m * ws - (m - n_wake) * g))
     flush_end = cx.time_of(n - left + 1.0) + tau + ti + left * ws
-    if across.any():
-        drain_end = np.where(across, a_end, drain_end)
+    drain_end = np.where(across, a_end, drain_end)
     duration = np.where(timed & (left > 0), np.maximum(drain_end, flush_end), drain_end)
     # (Poisson: the wait for the n_w − 1 packets after the first, or the timeout, whichever
     # comes first, brings n_w − 1 on average, so it lasts (n_w − 1)/λ on average)
@@ -520,9 +517,8 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     # waits longest, for n_w − 1 more, a Gamma wait whose upper 1 % of all packets is its
     # upper n_w % (capped by the timeout)
     p99 = fill - np.floor(0.01 * n_wake + 1e-9) * g + ti
-    wait = (fill + ti) / 2.0  # (the mean of the packets taken at the watermark)
-    if across.any():
-        p99, wait = np.where(across, a_p99, p99), np.where(across, a_lat, wait)
+    p99 = np.where(across, a_p99, p99)
+    wait = np.where(across, a_lat, (fill + ti) / 2.0)  # (the mean, taken at the watermark)
     few = np.flatnonzero(cx.poisson & (n_wake > 1.5) & (n_wake < 100.0))
     if few.size:
         first = gammaincinv(n_wake[few] - 1.0, 1.0 - 0.01 * n_wake[few]) * g[few]
@@ -538,13 +534,13 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     p99 = np.where(tail & (left >= top), np.maximum(p99, tau - np.maximum(top - 1.0, 0.0) * g
                                                     + ti), p99)
     zero = np.zeros_like(duration)
-    lost, fits = (np.where(across, a_lost, 0.0), across & (a_fits > 0)) if cand.size else (
-        zero, across)
     # (`followed` 2: a saturated core keeps these counts — not where the ring overflows,
     # which its fluid queue counts better)
-    return Mode(interrupts=wakes, empty=zero, delivered=n - np.where(timed, 0.0, left) - lost,
+    return Mode(interrupts=wakes, empty=zero,
+                delivered=n - np.where(timed, 0.0, left) - np.where(across, a_lost, 0.0),
                 stranded=np.where(timed, 0.0, left), duration=duration,
-                lat_mean=ws + lat_mean, lat_p99=ws + p99, followed=2.0 * fits)
+                lat_mean=ws + lat_mean, lat_p99=ws + p99,
+                followed=2.0 * (across & (a_fits > 0)))
 
 
 def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.ndarray,
@@ -631,9 +627,7 @@ def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.nda
     # (the first packet waits longest if the drain gains on the arrivals, the last if it
     # falls behind them in the bursts: the upper 1 % over a group's packets, sampled)
     i = 1.0 + (mean[ok, None] - 1.0) * np.linspace(0.0, 1.0, 101)[None, :]
-    pb, cycle = per_burst[ok, None], cx.c("cycle")[ok, None]
-    burst = np.floor((i - 1.0) / pb + 1e-9)
-    arrived = burst * cycle + (i - 1.0 - burst * pb) / lam[ok, None]
+    arrived = Ctx.build(cx.wl, cx.col[ok], ws[ok], cx.ring[ok]).time_of(i)
     p99 = np.zeros(n.size)
     p99[ok] = np.percentile(start[ok, None] + (i - 1.0) * ws[ok, None] - arrived, 99.0,
                             axis=1)
@@ -677,9 +671,10 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # (a watermark consumer that sleeps between bursts — its queue clears in the gap — is
     # served only from its n_w-th packet of a burst on)
     late = np.minimum(on, np.where(batched, (n_wake - 1.0) / lam, 0.0))
-    clears = np.clip(lam * on - r * (on - late), 0.0, cap) < r * cx.c("off")
-    late = np.where(clears, late, 0.0)
     q = np.clip(lam * on - r * (on - late), 0.0, cap)
+    clears = q < r * cx.c("off")
+    late = np.where(clears, late, 0.0)
+    q = np.where(clears, q, np.clip((lam - r) * on, 0.0, cap))
     # between bursts the queue drains with the core to itself
     mid = np.minimum(per_burst, r * (on - late) + np.minimum(q, cx.c("off") / w))
     last_n = n - (bursts - 1.0) * per_burst
@@ -706,7 +701,7 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # packet
     holds = (cx.c("rate") * cx.ws < 1.0) | (n <= cap)
     whole = (res["followed"] > 1) & ~fluid & holds
-    kept = (res["followed"] > 0) & ~fluid & (whole | (res["followed"] <= 1))
+    kept = whole | ((res["followed"] == 1) & ~fluid)
     # (active_wait: a packet the ring had no room for never reaches the backlog)
     delivered = np.where(act, np.minimum(delivered, res["interrupts"]), delivered)
     res["delivered"] = np.where(kept, res["delivered"], delivered)

@@ -137,15 +137,18 @@ class Ctx:
         return getattr(self.wl, name)[self.col]
 
     def time_of(self, idx: np.ndarray) -> np.ndarray:
-        """Arrival time of packet `idx` (1-based, fluid) after the first arrival."""
+        """Arrival time of packet `idx` (1-based, fluid) after the first arrival; `idx`
+        has a row per element, (e,) or (e, k)."""
         i = np.clip(idx - 1.0, 0.0, None)
-        out = i / self.lam
+        per_row = (-1,) + (1,) * (i.ndim - 1)
+        lam = self.lam.reshape(per_row)
+        out = i / lam
         oo = np.flatnonzero(self.onoff)  # onoff: whole bursts, then the burst rate
         if oo.size:
             col, i = self.col[oo], i[oo]
-            pb = self.wl.per_burst[col]
+            pb = self.wl.per_burst[col].reshape(per_row)
             bursts = np.floor(i / pb + 1e-9)
-            out[oo] = bursts * self.wl.cycle[col] + (i - bursts * pb) / self.lam[oo]
+            out[oo] = bursts * self.wl.cycle[col].reshape(per_row) + (i - bursts * pb) / lam[oo]
         return out
 
     def mean_arrival(self, count: np.ndarray) -> np.ndarray:
