@@ -83,7 +83,7 @@ def default_workers(engine: str, verify: str, hosts: int) -> int:
     if engine != "des" and verify == "none":
         return 1
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpucount() or 1)
+        os.cpu_count() or 1)
     return max(1, cpus if engine == "des" else min(cpus, 2 * hosts))
 
 

@@ -182,3 +182,10 @@ def test_des_runs_use_the_cpus_by_default() -> None:
     assert default_workers("fast", "des", 4) == min(cpus, 8)
     assert default_workers("fast", "des", 1) == min(cpus, 2)
     assert default_workers("des", "none", 1) == cpus
+
+
+def test_without_cpu_affinity_the_cpu_count_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where os.sched_getaffinity does not exist (macOS), os.cpu_count() counts the CPUs
+    (a rename once made this branch call a function that does not exist)."""
+    monkeypatch.delattr(os, "sched_getaffinity")
+    assert default_workers("des", "none", 1) == (os.cpu_count() or 1)
