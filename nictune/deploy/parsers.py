@@ -18,6 +18,9 @@ from nictune.errors import InputError
 
 UNSUPPORTED = re.compile(r"Operation not supported|not supported|Not supported")
 MAX_CPUS = 8192  # the kernel's largest NR_CPUS: CPU numbers and masks beyond it are garbage
+# what reading garbled host output can raise besides ParseError (the probe retries, a
+# read-back after a change restores the host)
+UNREADABLE = (ValueError, TypeError, KeyError, IndexError, ArithmeticError)
 
 
 class ParseError(InputError):
@@ -39,7 +42,7 @@ def _value(raw: str) -> int | bool | str | None:
         return None
     if token in ("on", "off"):
         return token == "on"
-    if re.fullmatch(r"[0-9]+", token):
+    if is_count(token):
         if int(token) >= 2**32:
             raise ParseError(f"a count or time beyond 32 bits: {raw.strip()[:80]!r}")
         return int(token)

@@ -307,6 +307,6 @@ def probe_host(conn: Connection) -> HostProbe:
             continue
         try:
             return parse_probe(conn.host, "\n".join(lines[:-1]) + "\n")
-        except (parsers.ParseError, ValueError, TypeError, KeyError, IndexError) as exc:
+        except (parsers.ParseError, *parsers.UNREADABLE) as exc:
             why = f"probe output unreadable: {exc}"
     raise ProbeError(conn.host.name, f"{why} ({PROBE_ATTEMPTS} attempts)")

@@ -36,6 +36,7 @@ from typing import Any
 
 from nictune.deploy.backends import HostContext, Note, backends, split_key
 from nictune.deploy.inventory import HostInventory
+from nictune.deploy.parsers import UNREADABLE
 from nictune.deploy.probe import STATE_DIR, HostProbe, ProbeError, probe_host
 from nictune.deploy.transport import CommandResult, Connection, HostError
 from nictune.model import NicSetting
@@ -334,7 +335,7 @@ def _verify(conn: Connection, changes: list[Change], field_: str,
                 nic = split_key(c.knob)[0]
                 notes.append(Note(conn.host.name, nic, c.backend, "rounded",
                                   f"the driver set {have} for {want}"))
-    except (ValueError, TypeError, KeyError, IndexError, ArithmeticError) as exc:
+    except UNREADABLE as exc:
         raise ProbeError(conn.host.name, f"read-back unreadable: {type(exc).__name__}: "
                                          f"{exc}") from exc
     return bad
