@@ -14,6 +14,8 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from nictune.deploy.parsers import is_count
+
 NET_DEV_FIELDS = ("rx_bytes", "rx_packets", "rx_errs", "rx_drop", "rx_fifo", "rx_frame")
 _DROP_KEY = re.compile(r"drop|miss|no_buf|nobuf|fifo|discard|overrun", re.I)
 
@@ -30,9 +32,9 @@ def parse_interrupts(text: str, iface: str, irqs: tuple[str, ...] = ()) -> dict[
         head, _, rest = line.partition(":")
         irq = head.strip()
         fields = rest.split()
-        counts = [int(x) for x in fields[:ncpu] if x.isascii() and x.isdigit()]
+        counts = [int(x) for x in fields[:ncpu] if is_count(x)]
         label = " ".join(fields[len(counts):])
-        if irq in irqs or (not irqs and name.search(label) and irq.isascii() and irq.isdigit()):
+        if irq in irqs or (not irqs and name.search(label) and is_count(irq)):
             out[irq] = sum(counts)
     return out or None
 
@@ -79,7 +81,7 @@ def parse_ethtool_stats(text: str) -> dict[str, int]:
     for line in text.splitlines():
         key, sep, value = line.strip().rpartition(":")
         value = value.strip()
-        if sep and key and value.lstrip("-").isascii() and value.lstrip("-").isdigit():
+        if sep and key and is_count(value.lstrip("-")):
             out[key.strip()] = int(value)
     return out
 
