@@ -239,6 +239,12 @@ class Connection:
             channel.shutdown_write()
             out, err = bytearray(), bytearray()
             while True:
+                # sshd may send the exit status before the last output: done only at EOF.
+                # (Sampled before the buffers are read: paramiko's thread feeds the last
+                # output, then EOF and close, while this loop runs; ended-then-empty means
+                # nothing more can come, empty-then-ended could miss the last data.)
+                ended = channel.closed or (channel.eof_received and
+                                           channel.exit_status_ready())
                 busy = False
                 while channel.recv_ready():
                     out += channel.recv(65536)
@@ -246,11 +252,7 @@ class Connection:
                 while channel.recv_stderr_ready():
                     err += channel.recv_stderr(65536)
                     busy = True
-                # sshd may send the exit status before the last output: done only at EOF
-                drained = not busy and not channel.recv_ready() and \
-                    not channel.recv_stderr_ready()
-                if drained and (channel.closed or (channel.eof_received and
-                                                   channel.exit_status_ready())):
+                if ended and not busy:
                     break
                 if time.monotonic() - started > limit:
                     channel.close()
