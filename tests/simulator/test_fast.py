@@ -1097,3 +1097,18 @@ def test_small_transfers_the_second_fuzz_run_found(config: Config, setting: NicS
     for key in ("packets_delivered", "packets_stranded", "packets_dropped", "interrupts"):
         assert getattr(fast, key) == getattr(des, key), key
     assert fast.duration_s == pytest.approx(des.duration_s, rel=1e-3)
+
+
+@pytest.mark.parametrize(("rate", "wm"), [(1.3e6, 16), (1.3e6, 128), (2e5, 128)])
+def test_a_poisson_timeout_tail_is_the_likelier_of_the_two_ends(rate: float, wm: int) -> None:
+    """5 000 Poisson packets, a 0.5 s timeout (the default's): the transfer ends with that
+    timeout only when its last arrival finds the consumer asleep below the watermark,
+    which happens for (n_w − 1)/c of the arrivals. Past half load the drains take most
+    of them and the DES ends without the tail in most seeds (fast: always a tail, 0.5 s
+    instead of 4 ms); at light load it ends with it in most."""
+    config = measured(rate, 64, (TI, TP, 0.0), "poisson")
+    config = replace(config, transmissions=[replace(config.transmissions[0], size=5000 * 64)])
+    setting = NicSetting("watermark", watermark=wm, watermark_timeout=0.5, ring_slots=4096)
+    tails = [simulate_any(config, {"t": setting}, engine="des", seed=s, exact=True)[0]
+             .duration_s > 0.4 for s in range(15)]
+    assert (run(config, setting).duration_s > 0.4) == (sum(tails) > len(tails) / 2)
