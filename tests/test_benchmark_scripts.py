@@ -16,13 +16,16 @@ def test_fidelity_prints_every_metric_and_the_pairs(capsys: pytest.CaptureFixtur
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # (its worker pool imports it)
     fidelity = importlib.import_module("fidelity")
     out = fidelity.main(["--cases", "4", "--seeds", "0", "--packets", "600", "--pairs", "2",
-                         "--bursts", "2", "--workers", "1"])
+                         "--bursts", "2", "--defaults", "2", "--workers", "1"])
     printed = capsys.readouterr().out
     for metric in ("throughput", "interrupts", "cpu", "drops", "latency"):
         assert f"worst {metric}:" in printed
         assert metric in out["summary"]
     assert out["pairs"] is not None and out["bursts"] is not None and out["cases"] == 4
     assert "burst_watermark_cases" in printed and "watermarks above a burst:" in printed
+    assert out["defaults"] is not None and out["defaults_noise"] is not None
+    assert "ends on the timeout: fast and DES disagree on" in printed
+    assert set(out["default_flips"]) == {"fast", "des"}
 
 
 def test_fidelity_plans_reports_the_guard_per_host(capsys: pytest.CaptureFixture[str],

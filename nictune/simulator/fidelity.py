@@ -20,6 +20,7 @@ import numpy as np
 
 from nictune.model import MODES, PLACEMENTS, Config, NicSetting, parse_config, parse_setting
 from nictune.simulator import simulate
+from nictune.simulator.arrivals import arrival_times
 from nictune.simulator.metrics import Metrics
 
 METRICS = ("throughput", "interrupts", "cpu", "drops", "latency")
@@ -187,6 +188,34 @@ def burst_watermark_cases(count: int, seed: int = 0) -> list[Case]:
     return cases
 
 
+def on_defaults(cases: list[Case]) -> list[Case]:
+    """The same configs with every transmission on its default setting (PF_RING's:
+    watermark 128, a 0.5 s timeout, 4 096 slots, the NIC's IRQ core): what every plan is
+    compared against. The grids never draw it: their timeouts are 0.5–500 packet gaps,
+    the default's outlasts a whole 30 000-packet transfer, so whether the last packets
+    wait for it decides the throughput."""
+    out = []
+    for case in cases:
+        config = case.config()
+        settings = {}
+        for t in config.transmissions:
+            s = config.default_setting(t)
+            settings[t.id] = {"mode": s.mode, "ring_slots": s.ring_slots,
+                              "irq_core": s.irq_core, "placement": s.placement,
+                              "watermark": s.watermark, "watermark_timeout": s.watermark_timeout}
+        out.append(Case(name=f"{case.name}@default", kind=case.kind, raw=case.raw,
+                        settings=settings))
+    return out
+
+
+def ends_on_timeout(metrics: dict[str, Any], span: float) -> bool:
+    """Whether a transfer's last packets waited for its watermark timeout: it ended at
+    least half the timeout after its arrivals did (`metrics`: `Metrics.to_json`; `span`:
+    s from its first arrival to its last)."""
+    timeout = metrics["setting"].get("watermark_timeout_s") or 0.0
+    return timeout > 0 and metrics["duration_s"] - span >= timeout / 2.0
+
+
 def _rel(fast: float, des: float, floor: float) -> float:
     return abs(fast - des) / max(abs(des), floor)
 
@@ -202,18 +231,24 @@ def errors(fast: Metrics, des: Metrics) -> dict[str, float]:
     }
 
 
-def compare(case: Case, seed: int = 0) -> list[dict[str, Any]]:
-    """Run both engines on `case`; one row per transmission with both results and errors."""
+def compare(case: Case, seed: int = 0, noise: bool = False) -> list[dict[str, Any]]:
+    """Run both engines on `case`; one row per transmission with both results and errors.
+    `noise`: the DES against itself instead — seed + 1 in the fast engine's place (row
+    key "fast"), the floor below which fast-vs-DES errors are noise."""
     config = case.config()
     settings = case.nic_settings(config)
     des = simulate(config, settings, engine="des", seed=seed, exact=True)
-    fast = simulate(config, settings, engine="fast", seed=seed)
+    fast = (simulate(config, settings, engine="des", seed=seed + 1, exact=True) if noise
+            else simulate(config, settings, engine="fast", seed=seed))
+    index = {t.id: k for k, t in enumerate(config.transmissions)}
     rows = []
     for d, f in zip(des, fast, strict=True):
+        t = config.transmission(d.transmission)
+        arrivals = arrival_times(t, config.nic_of(t), seed, index[t.id])
         rows.append({"case": case.name, "kind": case.kind, "transmission": d.transmission,
-                     "setting": d.setting.describe(), "arrival": config.transmission(
-                         d.transmission).arrival, "des": d.to_json(), "fast": f.to_json(),
-                     "errors": errors(f, d)})
+                     "setting": d.setting.describe(), "arrival": t.arrival,
+                     "span_s": float(arrivals[-1] - arrivals[0]), "des": d.to_json(),
+                     "fast": f.to_json(), "errors": errors(f, d)})
     return rows
 
 

@@ -13,13 +13,17 @@ regression. CPU busy time: p95 ≤ 5 %.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from nictune.simulator.fidelity import (
     burst_watermark_cases,
     compare,
+    ends_on_timeout,
     nic_pair_cases,
+    on_defaults,
     random_cases,
 )
 
@@ -106,3 +110,20 @@ def test_watermarks_above_a_burst_agree() -> None:
     for metric in ("throughput", "interrupts"):
         median, p95 = stats([r["errors"][metric] for r in rows])
         assert median <= 0.02 and p95 <= 0.05, (metric, median, p95)
+
+
+def test_on_defaults_runs_every_transmission_on_pfring_s_default() -> None:
+    """benchmarks/fidelity.py --defaults: the same configs on their default setting, and
+    `ends_on_timeout` tells a transfer whose last packets waited for the timeout (a
+    100-packet transfer below the watermark of 128 always does) from one that did not."""
+    cases = on_defaults(nic_pair_cases(4, seed=2, packets=2000))
+    few = on_defaults([replace(nic_pair_cases(1, seed=2, packets=200)[0], name="few")])
+    for case in cases + few:
+        config = case.config()
+        for t, s in case.nic_settings(config).items():
+            assert s == config.default_setting(config.transmission(t))
+    rows = [r for case in cases + few for r in compare(case)]
+    assert all(ends_on_timeout(r[engine], r["span_s"]) for r in rows if r["case"] == "few"
+               for engine in ("des", "fast"))
+    noise = compare(cases[0], noise=True)
+    assert [r["des"] for r in noise] == [r["des"] for r in compare(cases[0])]
