@@ -721,6 +721,13 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     res["stranded"] = np.where(whole, own["stranded"], 0.0)
     for key in ("duration", "lat_mean", "lat_p99"):
         res[key] = np.where(whole, own[key], res[key])
+    # a batched consumer that caught up before its arrivals ended sleeps and wakes as
+    # usual from then on: what its last wake-up leaves below the watermark waits for the
+    # timeout or is stranded, as the mode says
+    caught = fluid & batched & (fluid_q < 1.0) & ~whole
+    res["stranded"] = np.where(caught, own["stranded"], res["stranded"])
+    res["duration"] = np.where(caught, np.maximum(res["duration"], own["duration"]),
+                               res["duration"])
     # a consumer that never empties its ring is woken once (onoff: once per burst, plus
     # its timer ticks in the gaps)
     # (a burst's backlog that outlasts the gap keeps it awake across bursts: once)

@@ -166,8 +166,10 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     out.alt_ws[rows, cols] = t.alt_w / np.maximum(t.alt_t, TINY)
     out.awake_rho[rows, cols] = np.where(t.awake_t > 0, t.awake_rho / np.maximum(
         t.awake_t, TINY), np.nan)
-    out.r[rows, cols] = np.where((t.dropped > 0.5) | (t.q_end >= 1.0), t.taken_own / span,
-                                 np.inf)
+    # (behind at all — dropping or not, caught up by the end or not: one wake-up takes
+    # that stretch, `_saturate`)
+    out.r[rows, cols] = np.where((t.dropped > 0.5) | (t.q_end >= 1.0) | (t.behind > 0.0),
+                                 t.taken_own / span, np.inf)
 
 
 class _Totals(NamedTuple):
