@@ -730,8 +730,11 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
                                res["duration"])
     # a consumer that never empties its ring is woken once (onoff: once per burst, plus
     # its timer ticks in the gaps)
-    # (a burst's backlog that outlasts the gap keeps it awake across bursts: once)
-    sleeps = cx.onoff & (q / np.maximum(r, TINY) < cx.c("off"))
+    # (a burst's backlog that outlasts the gap keeps it awake across bursts: once; on a
+    # shared core, one behind only while a neighbour's backlog lasted — no drop, caught
+    # up by its end — is behind for that stretch, not burst by burst)
+    lossless = fluid & (fluid_delivered > n - 0.5) & (fluid_q < 1.0)
+    sleeps = cx.onoff & (q / np.maximum(r, TINY) < cx.c("off")) & ~lossless
     awake = np.where(fluid, 1.0 - behind, 0.0)  # shared: the share of time it keeps up
     res["interrupts"] = np.where(batched & ~kept, np.where(
         sleeps, np.maximum(res["interrupts"], bursts), 1.0 + res["interrupts"] * awake),
