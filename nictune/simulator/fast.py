@@ -471,10 +471,14 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     full = np.where(n >= n_wake, np.floor((n - n_wake) / c + 1e-9) + 1.0, 0.0)
     left = np.clip(n - full * c, 0.0, None)
     left = np.where(cx.poisson, np.where(n < wm, n, np.minimum((wm - 1.0) / 2.0, n)), left)
-    # (Poisson with a timeout: the last arrival finds the consumer asleep — and leaves
-    # 1 to n_w − 1 packets for the timeout — with the probability (n_w − 1)/c that an
-    # arrival comes before its cycle's wake-up; else a drain takes it. The likelier wins.)
-    asleep = (n_wake - 1.0) / np.maximum(c, 1.0) >= 0.5
+    # (Poisson with a timeout: the last arrival finds the consumer asleep — leaving 1 to
+    # n_w − 1 packets for the timeout — with the probability p = (n_w − 1)/c that an
+    # arrival comes before its cycle's wake-up, else a drain takes it. A tail predicted
+    # wrongly costs τ/(s + τ) of the throughput, one missed τ/s (s: the arrival span), so
+    # the tail is predicted where p > s/(2s + τ): the end with the smaller expected
+    # relative error — the likelier one when τ ≪ s, the tail unless it is rare when τ ≫ s,
+    # as with the default's 0.5 s)
+    asleep = (n_wake - 1.0) / np.maximum(c, 1.0) > cx.span / (2.0 * cx.span + tau)
     left = np.where(cx.poisson & timed, np.where(asleep, np.minimum(n, (n_wake - 1.0) / 2.0),
                                                  0.0), left)
     wakes = np.where(cx.poisson, (n - left) / c, full) + np.where(timed & (left > 0), 1.0, 0.0)
