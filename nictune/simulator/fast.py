@@ -478,7 +478,8 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     # the tail is predicted where p > s/(2s + τ): the end with the smaller expected
     # relative error — the likelier one when τ ≪ s, the tail unless it is rare when τ ≫ s,
     # as with the default's 0.5 s)
-    asleep = (n_wake - 1.0) / np.maximum(c, 1.0) > cx.span / (2.0 * cx.span + tau)
+    asleep = ((n_wake - 1.0) / np.maximum(c, 1.0) > cx.span / (2.0 * cx.span + tau)) & (
+        n_wake + extra < n)  # (else the first drain takes every packet)
     left = np.where(cx.poisson & timed, np.where(asleep, np.minimum(n, (n_wake - 1.0) / 2.0),
                                                  0.0), left)
     wakes = np.where(cx.poisson, (n - left) / c, full) + np.where(timed & (left > 0), 1.0, 0.0)
@@ -730,8 +731,10 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # timeout or is stranded, as the mode says
     caught = fluid & batched & (fluid_q < 1.0) & ~whole
     res["stranded"] = np.where(caught, own["stranded"], res["stranded"])
-    res["duration"] = np.where(caught, np.maximum(res["duration"], own["duration"]),
-                               res["duration"])
+    # (and its packets wait at least as long as the mode says: a queue that emptied by the
+    # end has no peak left for `_backlog_wait`, which put them at Ti + w)
+    for key in ("duration", "lat_mean", "lat_p99"):
+        res[key] = np.where(caught, np.maximum(res[key], own[key]), res[key])
     # a consumer that never empties its ring is woken once (onoff: once per burst, plus
     # its timer ticks in the gaps)
     # (a burst's backlog that outlasts the gap keeps it awake across bursts: once; on a
