@@ -127,3 +127,4 @@ def test_on_defaults_runs_every_transmission_on_pfring_s_default() -> None:
                for engine in ("des", "fast"))
     noise = compare(cases[0], noise=True)
     assert [r["des"] for r in noise] == [r["des"] for r in compare(cases[0])]
+    assert {r["fast"]["engine"] for r in noise} == {"des"}  # (a second DES run, seed 1)
