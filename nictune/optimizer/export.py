@@ -24,8 +24,8 @@ from nictune.optimizer.guard import guard
 from nictune.optimizer.objectives import INTERRUPT_FLOOR, OBJECTIVES, PREFERENCES, dominated
 from nictune.optimizer.search import Search
 from nictune.plan import Plan, PlanEntry, save_plan
-from nictune.simulator.fast_base import Workload
-from nictune.simulator.metrics import Metrics
+from nictune.simulator.des import after_arrivals
+from nictune.simulator.metrics import Metrics, ends_on_timeout
 from nictune.units import format_bitrate, format_duration
 
 DISAGREE = 0.05  # relative difference between engines that flags a transmission
@@ -64,13 +64,13 @@ def outcome(search: Search, prefer: str, verify: str) -> Outcome:
     chosen = enc.settings(genes)
     (des_o,) = ev.run([chosen], verify)
     fast_d, fast_o = ev.run([defaults, chosen], "fast")
-    spans = Workload.build(enc.config, enc.transmissions).span
+    tails = [_timeout_tail(which, enc.config, ev.seed, settings, runs)
+             for which, settings, runs in (("default", defaults, des_d),
+                                           ("optimized", chosen, des_o))]
     flags = [[*_disagreements("default", fd, dd), *_disagreements("optimized", fo, do),
-              *_latency_bound(t.max_latency_p99, do), *_timeout_tail("default", span, d, dd),
-              *_timeout_tail("optimized", span, o, do), *note]
-             for t, span, d, o, fd, fo, dd, do, note in zip(
-                 enc.transmissions, spans, defaults, chosen, fast_d, fast_o, des_d, des_o,
-                 notes, strict=True)]
+              *_latency_bound(t.max_latency_p99, do), *td, *to, *note]
+             for t, fd, fo, dd, do, td, to, note in zip(
+                 enc.transmissions, fast_d, fast_o, des_d, des_o, *tails, notes, strict=True)]
     return Outcome(chosen, defaults, des_d, des_o, flags, fast_d, fast_o)
 
 
@@ -98,23 +98,30 @@ def _latency_bound(bound: float | None, des: Metrics) -> list[str]:
             f"{format_duration(des.latency_p99_s, 4)} > max_latency_p99 {format_duration(bound)}"]
 
 
-def _timeout_tail(which: str, span: float, setting: NicSetting, des: Metrics) -> list[str]:
-    """The transfer ends on its watermark timeout in the DES (`span`: s from its first
-    arrival to its last): its last packets, below the watermark, waited for it — flagged
-    where that wait is more than 5 % of the duration, so of the throughput. Whether a
-    transfer waits is close to a coin flip between runs on a shared core
-    (benchmarks/results/fast.md, "The default setting"), so a gain over such a default
-    can be one run's."""
-    tau = setting.watermark_timeout or 0.0
-    extra = des.duration_s - span
-    if (setting.mode != "watermark" or tau <= 0 or extra < tau / 2
-            or extra < DISAGREE * des.duration_s):
-        return []
-    return [f"timeout_tail: the {which} setting ends {format_duration(extra)} after the last "
-            f"arrival, its last packets waiting for the {format_duration(tau)} watermark "
-            f"timeout: {100 * extra / des.duration_s:.0f} % of its duration, which its "
-            f"throughput counts (on a shared core whether they wait can change from run to "
-            f"run)"]
+def _timeout_tail(which: str, config: Config, seed: int, settings: list[NicSetting],
+                  runs: list[Metrics]) -> list[list[str]]:
+    """Per transmission, a flag where its DES run (`runs`, of seed `seed`) ends on its
+    watermark timeout — its last packets, below the watermark, waited for it
+    (`metrics.ends_on_timeout`) — and that wait is more than 5 % of the duration, so of
+    the throughput. On a core shared with other transmissions whether a transfer waits
+    is close to a coin flip between runs (benchmarks/results/fast.md, "The default
+    setting"), so a gain over such a default can be one run's."""
+    out = []
+    for t, s, m in zip(config.transmissions, settings, runs, strict=True):
+        after = after_arrivals(config, t, m, seed)
+        if not ends_on_timeout(after, s.watermark_timeout) or after < DISAGREE * m.duration_s:
+            out.append([])
+            continue
+        host = config.nics[t.nic].host
+        shared = any(config.nics[u.nic].host == host and o.irq_core == s.irq_core
+                     for u, o in zip(config.transmissions, settings, strict=True) if u is not t)
+        out.append([f"timeout_tail: the {which} setting ends {format_duration(after)} after "
+                    f"the last arrival, its last packets waiting for the "
+                    f"{format_duration(s.watermark_timeout or 0.0)} watermark timeout: "
+                    f"{100 * after / m.duration_s:.0f} % of its duration, which its throughput "
+                    f"counts" + ("; on this shared core whether they wait can change from run "
+                                 "to run" if shared else "")])
+    return out
 
 
 def versions() -> dict[str, str]:

@@ -55,3 +55,12 @@ class Metrics:
             value = getattr(self, key)
             out[key] = value.to_json() if key == "setting" else value
         return out
+
+
+def ends_on_timeout(after_arrivals: float, timeout: float | None) -> bool:
+    """Whether a watermark consumer's last packets waited for its timeout: the transfer
+    ended between half a timeout and one and a half after its last arrival (the wait
+    starts at the first of those packets, before the last arrival; much longer is a
+    backlog draining)."""
+    return bool(timeout) and timeout / 2.0 <= after_arrivals <= 1.5 * timeout
+

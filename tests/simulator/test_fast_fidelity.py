@@ -21,11 +21,11 @@ import pytest
 from nictune.simulator.fidelity import (
     burst_watermark_cases,
     compare,
-    ends_on_timeout,
     nic_pair_cases,
     on_defaults,
     random_cases,
 )
+from nictune.simulator.metrics import ends_on_timeout
 
 SEED, CASES, PACKETS = 3, 80, 6000
 
@@ -123,8 +123,12 @@ def test_on_defaults_runs_every_transmission_on_pfring_s_default() -> None:
         for t, s in case.nic_settings(config).items():
             assert s == config.default_setting(config.transmission(t))
     rows = [r for case in cases + few for r in compare(case)]
-    assert all(ends_on_timeout(r[engine], r["span_s"]) for r in rows if r["case"] == "few"
-               for engine in ("des", "fast"))
+    assert all(ends_on_timeout(r["after_arrivals_s"][run], 0.5) for r in rows
+               if r["case"] == "few" for run in ("des", "fast"))
+    # (half a timeout to one and a half after the last arrival; longer is a backlog)
+    assert [ends_on_timeout(after, 0.5) for after in (0.01, 0.3, 0.7, 1.0)] == [
+        False, True, True, False]
+    assert not ends_on_timeout(0.3, 0.0) and not ends_on_timeout(0.3, None)
     noise = compare(cases[0], noise=True)
     assert [r["des"] for r in noise] == [r["des"] for r in compare(cases[0])]
     assert {r["fast"]["engine"] for r in noise} == {"des"}  # (a second DES run, seed 1)
