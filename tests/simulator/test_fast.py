@@ -1140,7 +1140,6 @@ def test_a_long_poisson_timeout_tail_is_predicted_unless_it_is_rare() -> None:
     assert run(config, setting).duration_s > 0.5
 
 
-
 def test_a_consumer_behind_without_a_drop_wakes_once_for_that_stretch() -> None:
     """The default setting beside a neighbour of jumbo frames past the core (a held-out
     default-settings config): the 64-byte stream gets one packet per round of both and
