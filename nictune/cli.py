@@ -55,10 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def _one_line(exc: Exception) -> str:
     """The message on one line: names from files can hold newlines (shown as \\n)."""
     return str(exc).replace("\r", "\\r").replace("\n", "\\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -723,24 +723,22 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # packets wait for about the whole duration, not q / r)
     res["lat_mean"] = np.minimum(lat, res["duration"])
     res["lat_p99"] = np.minimum(np.maximum(0.99 * longest + cx.ti + w, lat), res["duration"])
-    res["stranded"] = np.where(whole, own["stranded"], 0.0)
-    for key in ("duration", "lat_mean", "lat_p99"):
-        res[key] = np.where(whole, own[key], res[key])
     # a batched consumer that caught up before its arrivals ended sleeps and wakes as
     # usual from then on: what its last wake-up leaves below the watermark waits for the
-    # timeout or is stranded, as the mode says
-    caught = fluid & batched & (fluid_q < 1.0) & ~whole
-    res["stranded"] = np.where(caught, own["stranded"], res["stranded"])
-    # (and its packets wait at least as long as the mode says: a queue that emptied by the
-    # end has no peak left for `_backlog_wait`, which put them at Ti + w)
+    # timeout or is stranded, as the mode says, and its packets wait at least as long as
+    # the mode says (a queue that emptied by the end has no peak left for
+    # `_backlog_wait`, which put them at Ti + w)
+    caught = fluid & batched & (fluid_q < 1.0)
+    res["stranded"] = np.where(whole | caught, own["stranded"], 0.0)
     for key in ("duration", "lat_mean", "lat_p99"):
-        res[key] = np.where(caught, np.maximum(res[key], own[key]), res[key])
+        res[key] = np.where(whole, own[key], np.where(caught, np.maximum(res[key], own[key]),
+                                                      res[key]))
     # a consumer that never empties its ring is woken once (onoff: once per burst, plus
     # its timer ticks in the gaps)
     # (a burst's backlog that outlasts the gap keeps it awake across bursts: once; on a
     # shared core, one behind only while a neighbour's backlog lasted — no drop, caught
     # up by its end — is behind for that stretch, not burst by burst)
-    lossless = fluid & (fluid_delivered > n - 0.5) & (fluid_q < 1.0)
+    lossless = caught & (fluid_delivered > n - 0.5)
     sleeps = cx.onoff & (q / np.maximum(r, TINY) < cx.c("off")) & ~lossless
     awake = np.where(fluid, 1.0 - behind, 0.0)  # shared: the share of time it keeps up
     res["interrupts"] = np.where(batched & ~kept, np.where(

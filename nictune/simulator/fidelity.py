@@ -198,12 +198,9 @@ def on_defaults(cases: list[Case]) -> list[Case]:
     out = []
     for case in cases:
         config = case.config()
-        settings = {}
-        for t in config.transmissions:
-            s = config.default_setting(t)
-            settings[t.id] = {"mode": s.mode, "ring_slots": s.ring_slots,
-                              "irq_core": s.irq_core, "placement": s.placement,
-                              "watermark": s.watermark, "watermark_timeout": s.watermark_timeout}
+        # (NicSetting's fields are the config keys; the ones a mode does not use are None)
+        settings = {t.id: {k: v for k, v in vars(config.default_setting(t)).items()
+                           if v is not None} for t in config.transmissions}
         out.append(Case(name=f"{case.name}@default", kind=case.kind, raw=case.raw,
                         settings=settings))
     return out

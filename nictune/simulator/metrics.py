@@ -63,4 +63,3 @@ def ends_on_timeout(after_arrivals: float, timeout: float | None) -> bool:
     starts at the first of those packets, before the last arrival; much longer is a
     backlog draining)."""
     return bool(timeout) and timeout / 2.0 <= after_arrivals <= 1.5 * timeout
-

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nictune.deploy.inventory import HostInventory
+from nictune.deploy.parsers import is_count
 from nictune.deploy.transport import Connection
 from nictune.errors import RunError
 from nictune.validation import agent, counters, pfring, traffic
@@ -49,8 +50,7 @@ class Receiver:
             raise RunError(f"{host.name}: interface {iface} has no IPv4 address to send to "
                            f"({res.error_line() if not res.ok else 'ip addr shows none'})")
         hz = conn.run(["getconf", "CLK_TCK"]).stdout.strip()
-        hz_ok = hz.isascii() and hz.isdigit()
-        return cls(conn, host, iface, address, int(hz) if hz_ok else 100, directory)
+        return cls(conn, host, iface, address, int(hz) if is_count(hz) else 100, directory)
 
 
 def _wait_for(conn: Connection, path: str, seconds: float, what: str,
