@@ -7,17 +7,27 @@ Random populations of P settings-vectors over the transmissions of configs/paper
 each row). Goal (issue 3): ≥ 1 000 000 setting-evaluations per second. Also the
 wall time of one population of 64 (the optimizer's generation), which the goal does not
 cover but a GA run feels.
+
+`--models` also prints where a rack.yaml call spends its time: each passive_wait model of
+`fast_passive` timed on its own elements (per element it takes, and per element of the
+batch; they nest: `_passive_phases` runs `_passive_map`), and the binned chain's 48 × 48
+product and stationary solve alone, batched, on as many random matrices as the call gave
+that model.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from nictune.model import MODES, PLACEMENTS, load_config
+from nictune.simulator import fast_passive
 from nictune.simulator.fast import SettingBatch, Workload, evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +67,81 @@ def measure(config_path: Path, p: int, repeat: int = 3) -> dict[str, Any]:
             "ok": rate >= GOAL}
 
 
-def main() -> dict[str, Any]:
+MODELS = ("_passive_binned", "_passive_onoff", "_passive_chain", "_passive_cbr", "_passive_map",
+          "_passive_phases", "_passive_bursts")
+
+
+@contextlib.contextmanager
+def timed_models(totals: dict[str, list[float]]) -> Iterator[None]:
+    """While open, each of `MODELS` adds [elements, seconds] of its calls to `totals`."""
+    originals = {name: getattr(fast_passive, name) for name in MODELS}
+
+    def wrap(name: str, fn: Any) -> Any:
+        def timed(lam: np.ndarray, *args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            out = fn(lam, *args, **kwargs)
+            total = totals.setdefault(name, [0.0, 0.0])
+            total[0] += lam.size
+            total[1] += time.perf_counter() - start
+            return out
+        return timed
+
+    for name, fn in originals.items():
+        setattr(fast_passive, name, wrap(name, fn))
+    try:
+        yield
+    finally:
+        for name, fn in originals.items():
+            setattr(fast_passive, name, fn)
+
+
+def models(p: int = POPULATION) -> dict[str, Any]:
+    """Per-model time of one rack.yaml call (after a warm-up), and the binned chain's
+    product and solve alone on as many random 48 × 48 pairs."""
+    config = load_config(ROOT / "configs" / "rack.yaml")
+    ts = config.transmissions
+    batch = population(np.random.default_rng(0), p, len(ts),
+                       min(h.cores for h in config.hosts.values()))
+    wl = Workload.build(config, ts)
+    evaluate(wl, batch)
+    totals: dict[str, list[float]] = {}
+    with timed_models(totals):
+        start = time.perf_counter()
+        evaluate(wl, batch)
+        wall = time.perf_counter() - start
+    elements = p * len(ts)
+    print(f"\nrack.yaml, {p} × {len(ts)} = {elements} elements, {wall * 1000:.0f} ms:")
+    print("| passive_wait model | elements | time | µs per element | µs per element of the batch |")
+    print("|---|---|---|---|---|")
+    for name, (n, sec) in sorted(totals.items(), key=lambda kv: -kv[1][1]):
+        print(f"| {name} | {int(n)} | {sec * 1000:.0f} ms | {1e6 * sec / max(n, 1):.1f} | "
+              f"{1e6 * sec / elements:.2f} |")
+    e = int(totals.get("_passive_binned", [0.0])[0])
+    floor = chain_floor(e) if e else 0.0
+    print(f"- the binned chain's 48 × 48 product and solve alone, batched, on {e} random "
+          f"pairs: {1e6 * floor / max(e, 1):.1f} µs a row, {1e6 * floor / elements:.2f} µs "
+          "per element of the batch")
+    return {"wall_s": wall, "elements": elements, "models": totals, "chain_floor_s": floor}
+
+
+def chain_floor(e: int, bins: int = 48) -> float:
+    """Seconds (best of 3) of `_passive_binned`'s last step on `e` random chains: the
+    bins → windows → bins product and `_stationary`'s solve."""
+    rng = np.random.default_rng(1)
+    to_window, p = rng.random((e, bins, bins)), rng.random((e, bins, bins))
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        fast_passive._stationary(np.matmul(to_window, p).transpose(0, 2, 1).copy())
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", action="store_true",
+                        help="also time each passive_wait model on rack.yaml")
+    args = parser.parse_args(argv)
     names = ("paper-47.yaml", "rack.yaml")
     rows = [measure(ROOT / "configs" / name, POPULATION) for name in names]
     generation = [measure(ROOT / "configs" / name, GENERATION, repeat=20) for name in names]
@@ -70,7 +154,8 @@ def main() -> dict[str, Any]:
     for r in generation:
         print(f"- {r['config']}: one population of {r['population']} in "
               f"{r['wall_s'] * 1000:.1f} ms (best of 20)")
-    return {"rows": rows, "generation": generation}
+    return {"rows": rows, "generation": generation,
+            "models": models() if args.models else None}
 
 
 if __name__ == "__main__":

@@ -39,3 +39,15 @@ def test_fidelity_plans_reports_the_guard_per_host(capsys: pytest.CaptureFixture
     assert {"one-NIC pairs", "shared hosts", "all"} <= set(out["summary"])
     # a shipped plan is never one the DES puts more than 1 % below the default's throughput
     assert min(r["plan_throughput"] for r in out["rows"]) >= 0.99
+
+
+def test_bench_fast_times_each_passive_model_and_restores_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = importlib.import_module("bench_fast")
+    from nictune.simulator import fast_passive
+    before = {name: getattr(fast_passive, name) for name in bench.MODELS}
+    out = bench.models(20)
+    assert out["elements"] == 20 * 24 and out["models"]["_passive_map"][0] > 0
+    assert all(sec >= 0 for _, sec in out["models"].values())
+    assert {name: getattr(fast_passive, name) for name in bench.MODELS} == before
