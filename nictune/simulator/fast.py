@@ -172,7 +172,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     flat["even"], flat["rand_wait"], flat["rand_busy"] = (
         flat["delay"], np.zeros(col.size), np.zeros(col.size))
     if wl.groups:
-        rand = random_share(wl, b, lam * w + hard, np.where(pas, period, n_wake / lam)).ravel()
+        rand = random_share(wl, b, lam * w + hard).ravel()
         rand_busy = np.clip(share.rho_o, 0.0, 0.95).ravel() * rand
         rand_wait = flat["delay"] * rand * RANDOM_WAIT
         mixed = (pas | wat).ravel() & (rand_wait > 0) & (rand_busy > 1e-6) & ~(

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from nictune.simulator.batch import ACTIVE, BUSY, PASSIVE, SettingBatch
+from nictune.simulator.batch import ACTIVE, PASSIVE, SettingBatch
 from nictune.simulator.fast_base import CBR, TINY, Workload
 
 # the random part of a drain's wait: 4 · resid / (1 − ρ) where the even part is 3 ·
@@ -386,9 +386,8 @@ def mix_waits(res: dict[str, np.ndarray], sel: np.ndarray, p: np.ndarray,
 
     An evenly spaced neighbour's work comes at the same place in each of its cycles, and
     the mean wait it causes (`queue_wait`) is what every drain sees; a random neighbour's
-    (Poisson, onoff, or cbr with fewer packets than the drains: `random_share`) is queued
-    or not when a drain starts, and a mean stands for a spread that decides whether the
-    drain ends before the next tick or packet. That part is none
+    (Poisson, onoff) is queued or not when a drain starts, and a mean stands for a spread
+    that decides whether the drain ends before the next tick or packet. That part is none
     when the core is free of their work and about exponential otherwise (`random_wait`:
     weights `p`, (K + 1, m), no wait first, the usual approximation of an M/G/1 wait).
     `res` holds the mode's results with none of it, `nodes` (each field (K, m)) those at
@@ -407,29 +406,17 @@ def mix_waits(res: dict[str, np.ndarray], sel: np.ndarray, p: np.ndarray,
         res[key][sel] = (p * stack(key)).sum(axis=0)
 
 
-def random_share(wl: Workload, b: SettingBatch, load: np.ndarray, cycle: np.ndarray
-                 ) -> np.ndarray:
+def random_share(wl: Workload, b: SettingBatch, load: np.ndarray) -> np.ndarray:
     """The share of the others' load on each transmission's core (`load` and the result
-    arrays (P, T); 0 off shared hosts) that a drain meets at random rather than alike at
-    every drain: all of a Poisson or onoff neighbour's, and that of a cbr neighbour woken
-    per packet (active_wait, busy_poll) whose packet gap outlasts the consumer's `cycle`
-    (its tick period or the time to fill its watermark). Such a neighbour with several
-    packets a cycle puts about as much work into every cycle; with fewer than one, on a
-    period of its own, it hits some drains and misses the rest (fidelity grid 25,
-    case-80: a 178 µs gap beside a watermark woken every 43 µs lengthens one drain in nine
-    past the next arrival; 19 675 wake-ups at the mean, 18 376 drawn, the DES 17 453). A
-    batched cbr neighbour's work comes in drains of its own (`partners`, `apart`)."""
+    arrays (P, T); 0 off shared hosts) that arrives at random (Poisson or onoff arrivals)
+    rather than evenly spaced (cbr)."""
     out = np.zeros(load.shape)
     for cols in wl.groups:
         core = b.irq_core[:, cols]
         same = (core[:, :, None] == core[:, None, :]) & ~np.eye(cols.size, dtype=bool)
         lc = load[:, cols, None]
         tot = np.matmul(same.astype(float), lc)[:, :, 0]
-        gap = 1.0 / np.maximum(wl.local[cols], TINY)
-        driven = (b.mode[:, cols] == ACTIVE) | (b.mode[:, cols] == BUSY)
-        drifts = (wl.arrival[cols] != CBR)[None, None, :] | (
-            driven[:, None, :] & (gap[None, None, :] > cycle[:, cols, None]))
-        rand = np.matmul((same & drifts).astype(float), lc)  # (P, i, 1): Σ_j over i's row
+        rand = np.matmul(same.astype(float), lc * (wl.arrival[cols] != CBR)[None, :, None])
         out[:, cols] = np.where(tot > 0, rand[:, :, 0] / np.maximum(tot, TINY), 0.0)
     return out
 

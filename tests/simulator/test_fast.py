@@ -652,8 +652,7 @@ def test_a_wake_up_load_spaced_by_the_wait_for_the_others_leaves_them_room() -> 
                                  placement="same_die")}
     fast, des = on_host(config, settings)
     assert [d.packets_dropped for d in des] == [0, 0, 0]
-    # (at most a packet in a thousand: a wait drawn long at some drains can fill a ring)
-    assert all(f.packets_dropped <= 0.001 * f.packets_offered for f in fast)
+    assert [f.packets_dropped for f in fast] == [0, 0, 0]
     assert fast[1].interrupts == pytest.approx(des[1].interrupts, rel=0.1)
 
 
@@ -755,26 +754,6 @@ def test_an_evenly_spaced_neighbour_delays_every_drain_alike() -> None:
                                  irq_core=1, placement="same_die")}
     fast, des = (m[1] for m in on_host(config, settings))
     assert fast.interrupts == pytest.approx(des.interrupts, rel=0.002)
-
-
-def test_a_cbr_neighbour_slower_than_the_cycle_hits_some_drains() -> None:
-    """A watermark consumer woken every 43 µs by its timeout (one packet a wake-up) beside
-    an active_wait neighbour with a packet every 178 µs on the same core: the neighbour's
-    11 µs of work lengthens the drains it lands in past the next arrival, which that drain
-    then takes, and misses the rest. As work alike at every drain, no drain ran long
-    (19 675 wake-ups, one a packet); met at random, 18 376; the DES 17 453 (fidelity grid
-    25, case-80)."""
-    config = shared_host(2, {"irq": 3.361590e-6, "per_packet": 1.059687e-6,
-                             "per_byte": 0.3448336e-9},
-                         [(19675, 9000, 23_454.16, "cbr"), (16152, 9000, 5_603.228, "cbr")],
-                         memory={"bandwidth": 566.0011e6, "traffic_per_byte": 3})
-    settings = {"t0": NicSetting("watermark", watermark=3, watermark_timeout=28.36577e-6,
-                                 ring_slots=64, irq_core=1, placement="same_core"),
-                "t1": NicSetting("active_wait", ring_slots=16384, irq_core=1,
-                                 placement="same_package")}
-    fast, des = (m[0] for m in on_host(config, settings))
-    assert des.interrupts < 0.9 * 19675
-    assert fast.interrupts == pytest.approx(des.interrupts, rel=0.06)
 
 
 def test_a_random_neighbours_wait_in_the_binned_chain() -> None:
