@@ -11,11 +11,11 @@ than paper-47's do: the rate depends on the traffic as well as on the sharing). 
 population of 64 (the optimizer's generation), which the goal does not cover but a GA
 run feels.
 
-`--models` also prints where a rack.yaml call spends its time: each passive_wait model of
-`fast_passive` timed on its own elements (per element it takes, and per element of the
-batch; they nest: `_passive_phases` runs `_passive_map`), and the binned chain's 48 × 48
-product and stationary solve alone, batched, on as many random matrices as the call gave
-that model.
+`--models` also prints where a rack.yaml call (`--models-config` another of the rows)
+spends its time: each passive_wait model of `fast_passive` timed on its own elements (per
+element it takes, and per element of the batch; they nest: `_passive_phases` runs
+`_passive_map`), and the binned chain's 48 × 48 product and stationary solve alone,
+batched, on as many random matrices as the call gave that model.
 """
 
 from __future__ import annotations
@@ -115,10 +115,10 @@ def timed_models(totals: dict[str, list[float]]) -> Iterator[None]:
             setattr(fast_passive, name, fn)
 
 
-def models(p: int = POPULATION) -> dict[str, Any]:
-    """Per-model time of one rack.yaml call (after a warm-up), and the binned chain's
-    product and solve alone on as many random 48 × 48 pairs."""
-    config = load_config(ROOT / "configs" / "rack.yaml")
+def models(p: int = POPULATION, name: str = "rack.yaml") -> dict[str, Any]:
+    """Per-model time of one call on `name` (a key of `CONFIGS`; after a warm-up), and
+    the binned chain's product and solve alone on as many random 48 × 48 pairs."""
+    config = CONFIGS[name]()
     ts = config.transmissions
     batch = population(np.random.default_rng(0), p, len(ts),
                        min(h.cores for h in config.hosts.values()))
@@ -130,7 +130,7 @@ def models(p: int = POPULATION) -> dict[str, Any]:
         evaluate(wl, batch)
         wall = time.perf_counter() - start
     elements = p * len(ts)
-    print(f"\nrack.yaml, {p} × {len(ts)} = {elements} elements, {wall * 1000:.0f} ms:")
+    print(f"\n{name}, {p} × {len(ts)} = {elements} elements, {wall * 1000:.0f} ms:")
     print("| passive_wait model | elements | time | µs per element | µs per element of the batch |")
     print("|---|---|---|---|---|")
     for name, (n, sec) in sorted(totals.items(), key=lambda kv: -kv[1][1]):
@@ -160,7 +160,9 @@ def chain_floor(e: int, bins: int = 48) -> float:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", action="store_true",
-                        help="also time each passive_wait model on rack.yaml")
+                        help="also time each passive_wait model on one call")
+    parser.add_argument("--models-config", choices=list(CONFIGS), default="rack.yaml",
+                        help="the row --models times (default rack.yaml)")
     args = parser.parse_args(argv)
     rows = [measure(name, POPULATION) for name in CONFIGS]
     generation = [measure(name, GENERATION, repeat=20) for name in CONFIGS]
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"- {r['config']}: one population of {r['population']} in "
               f"{r['wall_s'] * 1000:.1f} ms (best of 20)")
     return {"rows": rows, "generation": generation,
-            "models": models() if args.models else None}
+            "models": models(name=args.models_config) if args.models else None}
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ HOSTS: list[Group] = [("all", lambda r: True),
                       ("single host", lambda r: r["kind"] == "single"),
                       ("shared host", lambda r: r["kind"] == "shared")]
 SETS: list[Group] = [("grids developed against", lambda r: r["grid"] in DEVELOPED),
-                     ("held-out grids", lambda r: r["grid"] not in DEVELOPED)]
+                     ("held-out grids", lambda r: r["grid"] in HELD_OUT)]
 
 
 def detail(rows: list[dict[str, Any]]) -> list[Group]:

@@ -51,3 +51,20 @@ def test_bench_fast_times_each_passive_model_and_restores_them(
     assert out["elements"] == 20 * 24 and out["models"]["_passive_map"][0] > 0
     assert all(sec >= 0 for _, sec in out["models"].values())
     assert {name: getattr(fast_passive, name) for name in bench.MODELS} == before
+
+
+def test_bench_fast_rows_include_rack_with_nothing_shared(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = importlib.import_module("bench_fast")
+    rack = bench.CONFIGS["rack.yaml"]()
+    alone = bench.CONFIGS["rack.yaml, each alone"]()
+    # every transmission on a host and NIC of its own, with its own host's costs
+    assert len(alone.hosts) == len(alone.nics) == len(rack.transmissions)
+    for t in alone.transmissions:
+        original = rack.nics[rack.transmission(t.id).nic]
+        assert alone.nics[t.nic].host == t.id
+        assert alone.hosts[t.id].costs == rack.hosts[original.host].costs
+    for name in bench.CONFIGS:
+        row = bench.measure(name, 2, repeat=1)
+        assert row["population"] == 2 and row["evals_per_s"] > 0

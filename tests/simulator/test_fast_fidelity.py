@@ -2,7 +2,7 @@
 
 A small version of benchmarks/fidelity.py (fixed seed, exact DES runs), so the engines
 cannot drift apart unnoticed. The issue's bounds — median ≤ 2 %, 95th percentile ≤ 5 % of
-the relative error — hold for throughput on every row and for interrupts on one host
+the relative error — hold for throughput over all rows and for interrupts on one host
 (benchmarks/fidelity.py over 26 grids of 500 cases: p95 1.94 % and 1.45 %). For shared
 cores (a neighbour's drains meeting a consumer's, see docs/engines.md) the median is ≈ 0
 but the tail is long (95th percentile 24 %), and on this short grid (6 000 packets, a few
