@@ -69,20 +69,28 @@ CONFIGS = {"paper-47.yaml": lambda: load_config(ROOT / "configs" / "paper-47.yam
            "rack.yaml, each alone": lambda: each_alone(load_config(ROOT / "configs" / "rack.yaml"))}
 
 
-def measure(name: str, p: int, repeat: int = 3) -> dict[str, Any]:
+def prepared(name: str, p: int) -> tuple[Workload, SettingBatch]:
+    """`CONFIGS[name]`'s workload and a random population of `p`, evaluated once (the
+    warm-up)."""
     config = CONFIGS[name]()
     ts = config.transmissions
-    cores = min(h.cores for h in config.hosts.values())
-    batch = population(np.random.default_rng(0), p, len(ts), cores)
+    batch = population(np.random.default_rng(0), p, len(ts),
+                       min(h.cores for h in config.hosts.values()))
     wl = Workload.build(config, ts)
-    evaluate(wl, batch)  # warm-up
+    evaluate(wl, batch)
+    return wl, batch
+
+
+def measure(name: str, p: int, repeat: int = 3) -> dict[str, Any]:
+    wl, batch = prepared(name, p)
+    t = batch.shape[1]
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
         evaluate(wl, batch)
         best = min(best, time.perf_counter() - start)
-    rate = p * len(ts) / best
-    return {"config": name, "population": p, "transmissions": len(ts),
+    rate = p * t / best
+    return {"config": name, "population": p, "transmissions": t,
             "wall_s": round(best, 4), "evals_per_s": round(rate), "goal": GOAL,
             "ok": rate >= GOAL}
 
@@ -118,23 +126,19 @@ def timed_models(totals: dict[str, list[float]]) -> Iterator[None]:
 def models(p: int = POPULATION, name: str = "rack.yaml") -> dict[str, Any]:
     """Per-model time of one call on `name` (a key of `CONFIGS`; after a warm-up), and
     the binned chain's product and solve alone on as many random 48 × 48 pairs."""
-    config = CONFIGS[name]()
-    ts = config.transmissions
-    batch = population(np.random.default_rng(0), p, len(ts),
-                       min(h.cores for h in config.hosts.values()))
-    wl = Workload.build(config, ts)
-    evaluate(wl, batch)
+    wl, batch = prepared(name, p)
+    t = batch.shape[1]
     totals: dict[str, list[float]] = {}
     with timed_models(totals):
         start = time.perf_counter()
         evaluate(wl, batch)
         wall = time.perf_counter() - start
-    elements = p * len(ts)
-    print(f"\n{name}, {p} × {len(ts)} = {elements} elements, {wall * 1000:.0f} ms:")
+    elements = p * t
+    print(f"\n{name}, {p} × {t} = {elements} elements, {wall * 1000:.0f} ms:")
     print("| passive_wait model | elements | time | µs per element | µs per element of the batch |")
     print("|---|---|---|---|---|")
-    for name, (n, sec) in sorted(totals.items(), key=lambda kv: -kv[1][1]):
-        print(f"| {name} | {int(n)} | {sec * 1000:.0f} ms | {1e6 * sec / max(n, 1):.1f} | "
+    for model, (n, sec) in sorted(totals.items(), key=lambda kv: -kv[1][1]):
+        print(f"| {model} | {int(n)} | {sec * 1000:.0f} ms | {1e6 * sec / max(n, 1):.1f} | "
               f"{1e6 * sec / elements:.2f} |")
     e = int(totals.get("_passive_binned", [0.0])[0])
     floor = chain_floor(e) if e else 0.0

@@ -68,3 +68,17 @@ def test_bench_fast_rows_include_rack_with_nothing_shared(monkeypatch: pytest.Mo
     for name in bench.CONFIGS:
         row = bench.measure(name, 2, repeat=1)
         assert row["population"] == 2 and row["evals_per_s"] > 0
+
+
+def test_fidelity_counts_misses_within_the_des_s_own_noise(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    fidelity = importlib.import_module("fidelity")
+
+    def row(fast: float, des: float) -> dict:
+        return {"fast": {"interrupts": fast}, "des": {"interrupts": des},
+                "errors": {"interrupts": abs(fast - des) / max(des, 1.0)}}
+
+    rows = [row(110, 100), row(130, 100), row(100, 100)]  # 10 % and 30 % off, one exact
+    noise = [row(88, 100), row(88, 100), row(50, 100)]  # the DES moves 12 between seeds
+    assert fidelity._within_noise(rows, noise) == 1  # (the exact row is no miss)

@@ -579,8 +579,8 @@ def _scaled_counts(parts: Sequence[int], total: int) -> list[int]:
 def after_arrivals(config: Config, t: Transmission, m: Metrics, seed: int) -> float:
     """s from `t`'s last arrival to its last delivery in the DES run `m` of seed `seed`:
     its duration less the span of the arrivals it drew, extrapolated as `_metrics` does."""
-    k = next(i for i, x in enumerate(config.transmissions) if x.id == t.id)
-    a = arrival_times(t, config.nic_of(t), seed, k, m.window_packets)
+    a = arrival_times(t, config.nic_of(t), seed, config.transmissions.index(t),
+                      m.window_packets)
     span = float(a[-1] - a[0])
     if 1 < len(a) < t.packets:
         span *= (t.packets - 1) / (len(a) - 1)

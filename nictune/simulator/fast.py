@@ -35,6 +35,8 @@ from scipy.special import gammaincinv
 from nictune.model import PLACEMENT_COST, PLACEMENTS, Config, NicSetting, Transmission
 from nictune.simulator.batch import ACTIVE, BUSY, PASSIVE, WATERMARK, SettingBatch
 from nictune.simulator.fast_base import (
+    ALL_FOLLOWED,
+    COUNTS_FOLLOWED,
     ONOFF,
     POISSON,
     TINY,
@@ -544,13 +546,13 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     p99 = np.where(tail & (left >= top), np.maximum(p99, tau - np.maximum(top - 1.0, 0.0) * g
                                                     + ti), p99)
     zero = np.zeros_like(duration)
-    # (`followed` 2: a saturated core keeps these counts — not where the ring overflows,
-    # which its fluid queue counts better)
+    # (a saturated core keeps these counts — not where the ring overflows, which its
+    # fluid queue counts better)
     return Mode(interrupts=wakes, empty=zero,
                 delivered=n - np.where(timed, 0.0, left) - np.where(across, a_lost, 0.0),
                 stranded=np.where(timed, 0.0, left), duration=duration,
                 lat_mean=ws + lat_mean, lat_p99=ws + p99,
-                followed=2.0 * (across & (a_fits > 0)))
+                followed=np.where(across & (a_fits > 0), ALL_FOLLOWED, 0.0))
 
 
 def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.ndarray,
@@ -710,8 +712,8 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # below the core's (else the backlog grows cycle by cycle) or the ring holds every
     # packet
     holds = (cx.c("rate") * cx.ws < 1.0) | (n <= cap)
-    whole = (res["followed"] > 1) & ~fluid & holds
-    kept = whole | ((res["followed"] == 1) & ~fluid)
+    whole = (res["followed"] == ALL_FOLLOWED) & ~fluid & holds
+    kept = whole | ((res["followed"] == COUNTS_FOLLOWED) & ~fluid)
     # (active_wait: a packet the ring had no room for never reaches the backlog)
     delivered = np.where(act, np.minimum(delivered, res["interrupts"]), delivered)
     res["delivered"] = np.where(kept, res["delivered"], delivered)

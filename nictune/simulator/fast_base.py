@@ -93,6 +93,9 @@ def poisson_excess(mu: np.ndarray, k: np.ndarray) -> np.ndarray:
     return out
 
 
+COUNTS_FOLLOWED, ALL_FOLLOWED = 1.0, 2.0  # values of `Mode.followed`
+
+
 @dataclass
 class Mode:
     """One mode's closed-form result for its elements (1-D arrays)."""
@@ -104,8 +107,8 @@ class Mode:
     duration: np.ndarray
     lat_mean: np.ndarray
     lat_p99: np.ndarray
-    # 1: wake-ups and drops counted burst by burst; 2: also the end, the waits and what is
-    # left below a watermark (a saturated core keeps them)
+    # COUNTS_FOLLOWED: wake-ups and drops counted burst by burst; ALL_FOLLOWED: also the
+    # end, the waits and what is left below a watermark (a saturated core keeps them)
     followed: np.ndarray | float = 0.0
     waits_drawn: np.ndarray | float = 0.0  # 1: the mode drew the random wait itself
 

@@ -17,7 +17,14 @@ import functools
 import numpy as np
 from scipy.special import gammaln, ndtr, pdtrc
 
-from nictune.simulator.fast_base import TINY, Ctx, Mode, poisson_excess, random_wait
+from nictune.simulator.fast_base import (
+    COUNTS_FOLLOWED,
+    TINY,
+    Ctx,
+    Mode,
+    poisson_excess,
+    random_wait,
+)
 
 # (ring states, drain lengths) of the passive_wait chains, smallest first
 CHAIN_SIZES = ((8, 24), (16, 48), (24, 80), (32, 120), (40, 160))
@@ -157,7 +164,7 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
     lat = _latency(cycle, taken, ws, ti, period, lam, on, ring, bursty)
     zero = np.zeros_like(delivered)
     followed = zero.copy()
-    followed[follow] = 1.0
+    followed[follow] = COUNTS_FOLLOWED
     return Mode(interrupts=interrupts, empty=empty, delivered=delivered, stranded=zero,
                  followed=followed, waits_drawn=drawn.astype(float),
                  duration=cx.span + resid + ti + last_n * ws,
