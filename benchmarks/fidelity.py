@@ -49,6 +49,7 @@ import numpy as np
 from nictune.simulator.fidelity import (
     METRICS,
     Case,
+    band_error,
     burst_watermark_cases,
     compare,
     nic_pair_cases,
@@ -109,8 +110,7 @@ def _pct(x: float) -> str:
 
 def worst(rows: list[dict[str, Any]], metric: str, k: int = 8) -> str:
     """The k rows where `metric` disagrees most, with both engines' values."""
-    key = {"throughput": "throughput_bps", "interrupts": "interrupts", "cpu": "cpu_busy_s",
-           "drops": "packets_dropped", "latency": "latency_mean_s"}[metric]
+    key = KEYS[metric]
     lines = ["| case | kind | arrival | setting | error | des | fast |", "|---" * 7 + "|"]
     for r in sorted(rows, key=lambda r: -r["errors"][metric])[:k]:
         lines.append(f"| {r['case']}/{r['transmission']} | {r['kind']} | {r['arrival']} | "
@@ -148,6 +148,37 @@ def _within_noise(rows: list[dict[str, Any]], noise: list[dict[str, Any]]) -> in
                for r, n in zip(rows, noise, strict=True))
 
 
+KEYS = {"throughput": "throughput_bps", "interrupts": "interrupts", "cpu": "cpu_busy_s",
+        "drops": "packets_dropped", "latency": "latency_mean_s"}
+
+
+def _moved(rows: list[dict[str, Any]], runs: list[list[dict[str, Any]]]) -> int:
+    """Rows above 5 % in interrupts where one of `runs` (the DES on slower or faster
+    cores, the rows in the same order) moves the DES's own count by more than 5 %."""
+    return sum(r["errors"]["interrupts"] > 0.05
+               and any(run[i]["errors"]["interrupts"] > 0.05 for run in runs)
+               for i, r in enumerate(rows))
+
+
+def against_range(rows: list[dict[str, Any]], runs: list[list[dict[str, Any]]]
+                  ) -> list[dict[str, Any]]:
+    """`rows` with each error measured from the fast engine's value to the range of the
+    DES's values over the cores of `runs` and the row's own (`band_error`; drops as a
+    share of the packets offered, as in `errors`)."""
+    out = []
+    for i, r in enumerate(rows):
+        errs = {}
+        for metric, key in KEYS.items():
+            band = (r["des"][key], *(run[i]["fast"][key] for run in runs))
+            if metric == "drops":
+                errs[metric] = band_error(r["fast"][key], r["des"]["packets_offered"], band)
+            else:
+                floor = 1e-9 if metric in ("cpu", "latency") else 1.0
+                errs[metric] = band_error(r["fast"][key], r["des"][key], band, floor)
+        out.append({**r, "errors": errs})
+    return out
+
+
 def _met(rows: list[dict[str, Any]]) -> bool:
     s = summary(rows)
     return all(s[m]["median"] <= GOAL["median"] and s[m]["p95"] <= GOAL["p95"]
@@ -173,6 +204,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--defaults", type=int, default=300,
                         help="configs on their default setting, reported apart with the "
                              "DES against itself (default 300)")
+    parser.add_argument("--condition", type=float, default=0.0, metavar="PCT",
+                        help="also run the DES on cores PCT %% slower and PCT %% faster (same "
+                             "seed): how far that moves the DES, and the fast engine against "
+                             "the DES's range over the three (default: off)")
     parser.add_argument("--json", help="write every row (both engines' metrics) here")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 when the goal is not met (default: report it only)")
@@ -196,6 +231,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  if args.noise else [])
         default_noise = [r for part in pool.map(_NOISE, apart_sets[-1][3], chunksize=4)
                          for r in part]
+        speeds = [[r for part in pool.map(functools.partial(
+            compare, noise=True, slower=1.0 + sign * args.condition / 100), cases,
+            chunksize=4) for r in part] for sign in (1, -1)] if args.condition else []
     wall = time.perf_counter() - start
     grid_of = [seed for seed, c_list in grids for _ in c_list]
     rows = [{**r, "grid": g} for g, part in zip(grid_of, parts, strict=True) for r in part]
@@ -211,6 +249,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"interrupts: {_within_noise(rows, noise)} of the "
               f"{sum(r['errors']['interrupts'] > 0.05 for r in rows)} rows above 5 % are "
               "within the DES's own seed-to-seed difference")
+    if speeds:
+        pct = f"{args.condition:g} %"
+        for run, label in zip(speeds, ("slower", "faster"), strict=True):
+            print(f"\nthe DES against itself on cores {pct} {label} (same seed):")
+            print(table(run, HOSTS))
+        print(f"interrupts: on {_moved(rows, speeds)} of the "
+              f"{sum(r['errors']['interrupts'] > 0.05 for r in rows)} rows above 5 % a "
+              f"core {pct} slower or faster moves the DES itself by more than 5 %")
+        print(f"\nthe fast engine against the range of the DES over cores {pct} slower, "
+              "as given and faster (0 inside it):")
+        print(table(against_range(rows, speeds), detail(rows)[:5]))
     for metric in METRICS:
         print(f"\nworst {metric}:")
         print(worst(rows, metric))
@@ -245,6 +294,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "noise": summary(noise) if noise else None,
             "within_noise": _within_noise(rows, noise) if noise else None,
             "defaults_noise": summary(default_noise) if default_noise else None,
+            "condition": {"slower": summary(speeds[0]), "faster": summary(speeds[1]),
+                          "moved": _moved(rows, speeds),
+                          "against_range": summary(against_range(rows, speeds))}
+            if speeds else None,
             "default_flips": {"fast": _flips(apart["defaults"]), "des": _flips(default_noise)},
             **{key: summary(apart[key]) if apart[key] else None for key in apart},
             "rows": len(rows), "wall_s": wall,

@@ -16,7 +16,8 @@ def test_fidelity_prints_every_metric_and_the_pairs(capsys: pytest.CaptureFixtur
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # (its worker pool imports it)
     fidelity = importlib.import_module("fidelity")
     out = fidelity.main(["--cases", "4", "--seeds", "0", "--packets", "600", "--pairs", "2",
-                         "--bursts", "2", "--defaults", "2", "--workers", "1"])
+                         "--bursts", "2", "--defaults", "2", "--workers", "1",
+                         "--condition", "1"])
     printed = capsys.readouterr().out
     for metric in ("throughput", "interrupts", "cpu", "drops", "latency"):
         assert f"worst {metric}:" in printed
@@ -26,6 +27,9 @@ def test_fidelity_prints_every_metric_and_the_pairs(capsys: pytest.CaptureFixtur
     assert out["defaults"] is not None and out["defaults_noise"] is not None
     assert "ends on the timeout: fast and DES disagree on" in printed
     assert set(out["default_flips"]) == {"fast", "des"}
+    assert "the DES against itself on cores 1 % slower (same seed):" in printed
+    assert "the fast engine against the range of the DES over cores 1 % slower" in printed
+    assert set(out["condition"]) == {"slower", "faster", "moved", "against_range"}
 
 
 def test_fidelity_plans_reports_the_guard_per_host(capsys: pytest.CaptureFixture[str],
@@ -82,3 +86,25 @@ def test_fidelity_counts_misses_within_the_des_s_own_noise(
     rows = [row(110, 100), row(130, 100), row(100, 100)]  # 10 % and 30 % off, one exact
     noise = [row(88, 100), row(88, 100), row(50, 100)]  # the DES moves 12 between seeds
     assert fidelity._within_noise(rows, noise) == 1  # (the exact row is no miss)
+
+
+def test_fidelity_measures_the_fast_engine_against_the_des_s_range(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    fidelity = importlib.import_module("fidelity")
+    keys = ("throughput_bps", "interrupts", "cpu_busy_s", "packets_dropped",
+            "latency_mean_s")
+
+    def row(fast: float, des: float) -> dict:
+        return {"fast": {**dict.fromkeys(keys, fast), "packets_offered": 1000},
+                "des": {**dict.fromkeys(keys, des), "packets_offered": 1000},
+                "errors": {"interrupts": abs(fast - des) / max(des, 1.0)}}
+
+    rows = [row(110, 100), row(130, 100), row(100, 100)]  # 10 % and 30 % off, one exact
+    slower = [row(112, 100), row(101, 100), row(100, 100)]  # (key "fast": the other core)
+    faster = [row(97, 100), row(99, 100), row(140, 100)]
+    # the first row's DES moves 12 % with the core; the second's 1 %; the third is no miss
+    assert fidelity._moved(rows, [slower, faster]) == 1
+    ranged = fidelity.against_range(rows, [slower, faster])
+    assert [r["errors"]["interrupts"] for r in ranged] == pytest.approx([0.0, 0.29, 0.0])
+    assert ranged[1]["errors"]["drops"] == pytest.approx(29 / 1000)

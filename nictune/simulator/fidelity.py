@@ -13,7 +13,7 @@ Errors: throughput, interrupts, CPU busy time and mean latency are relative to t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -210,6 +210,28 @@ def _rel(fast: float, des: float, floor: float) -> float:
     return abs(fast - des) / max(abs(des), floor)
 
 
+def band_error(value: float, des: float, band: tuple[float, ...], floor: float = 1.0
+               ) -> float:
+    """How far `value` lies outside the range of `band` (the DES's values of one row on
+    slightly slower and faster cores, `des` among them), relative to `des` as in `_rel`:
+    0 inside it."""
+    low, high = min(band), max(band)
+    outside = low - value if value < low else value - high if value > high else 0.0
+    return outside / max(abs(des), floor)
+
+
+def slower_cores(config: Config, factor: float) -> Config:
+    """`config` with every host's cores `factor` times slower: each CPU cost (interrupt,
+    per packet, per byte, poll check) times `factor`."""
+    if factor <= 0:
+        raise ValueError(f"a core speed factor must be positive, got {factor}")
+    hosts = {name: replace(h, costs=replace(
+        h.costs, irq=h.costs.irq * factor, per_packet=h.costs.per_packet * factor,
+        per_byte=h.costs.per_byte * factor, poll_check=h.costs.poll_check * factor))
+        for name, h in config.hosts.items()}
+    return replace(config, hosts=hosts)
+
+
 def errors(fast: Metrics, des: Metrics) -> dict[str, float]:
     """Relative errors of one transmission (see the module docstring)."""
     return {
@@ -221,15 +243,23 @@ def errors(fast: Metrics, des: Metrics) -> dict[str, float]:
     }
 
 
-def compare(case: Case, seed: int = 0, noise: bool = False) -> list[dict[str, Any]]:
+def compare(case: Case, seed: int = 0, noise: bool = False, slower: float = 1.0
+            ) -> list[dict[str, Any]]:
     """Run both engines on `case`; one row per transmission with both results and errors.
     `noise`: the DES against itself instead — seed + 1 in the fast engine's place (row
-    key "fast"), the floor below which fast-vs-DES errors are noise."""
+    key "fast"), the floor below which fast-vs-DES errors are noise. With `slower` ≠ 1
+    the second DES run keeps the seed and runs on cores `slower` times slower
+    (`slower_cores`): how far a slightly slower or faster core moves the DES."""
     config = case.config()
     settings = case.nic_settings(config)
     des = simulate(config, settings, engine="des", seed=seed, exact=True)
-    fast = (simulate(config, settings, engine="des", seed=seed + 1, exact=True) if noise
-            else simulate(config, settings, engine="fast", seed=seed))
+    if noise and slower != 1.0:
+        fast = simulate(slower_cores(config, slower), settings, engine="des", seed=seed,
+                        exact=True)
+    elif noise:
+        fast = simulate(config, settings, engine="des", seed=seed + 1, exact=True)
+    else:
+        fast = simulate(config, settings, engine="fast", seed=seed)
     # s from the last arrival to the last delivery, each run's own (the fast engine's
     # arrivals: evenly spaced at the mean rate, onoff by bursts)
     spans = dict(zip([t.id for t in config.transmissions],
@@ -240,7 +270,8 @@ def compare(case: Case, seed: int = 0, noise: bool = False) -> list[dict[str, An
         rows.append({"case": case.name, "kind": case.kind, "transmission": d.transmission,
                      "setting": d.setting.describe(), "arrival": t.arrival,
                      "after_arrivals_s": {"des": after_arrivals(config, t, d, seed),
-                                          "fast": after_arrivals(config, t, f, seed + 1)
+                                          "fast": after_arrivals(
+                                              config, t, f, seed + (slower == 1.0))
                                           if noise else f.duration_s - float(spans[t.id])},
                      "des": d.to_json(), "fast": f.to_json(), "errors": errors(f, d)})
     return rows

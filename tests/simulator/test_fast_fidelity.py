@@ -19,11 +19,13 @@ import numpy as np
 import pytest
 
 from nictune.simulator.fidelity import (
+    band_error,
     burst_watermark_cases,
     compare,
     nic_pair_cases,
     on_defaults,
     random_cases,
+    slower_cores,
 )
 from nictune.simulator.metrics import ends_on_timeout
 
@@ -132,3 +134,43 @@ def test_on_defaults_runs_every_transmission_on_pfring_s_default() -> None:
     noise = compare(cases[0], noise=True)
     assert [r["des"] for r in noise] == [r["des"] for r in compare(cases[0])]
     assert {r["fast"]["engine"] for r in noise} == {"des"}  # (a second DES run, seed 1)
+
+
+def test_slower_cores_scale_every_cpu_cost_and_nothing_else() -> None:
+    case = random_cases(1, seed=4, packets=500)[0]
+    config = case.config()
+    slow = slower_cores(config, 1.25)
+    for name, host in config.hosts.items():
+        for cost in ("irq", "per_packet", "per_byte", "poll_check"):
+            assert getattr(slow.hosts[name].costs, cost) == pytest.approx(
+                1.25 * getattr(host.costs, cost))
+        assert replace(slow.hosts[name], costs=host.costs) == host
+    assert slow.nics == config.nics and slow.transmissions == config.transmissions
+    with pytest.raises(ValueError, match="positive"):
+        slower_cores(config, 0.0)
+
+
+def test_the_des_on_slower_cores_keeps_its_arrivals() -> None:
+    """`compare(noise=True, slower=f)`: the second DES run has the same seed (the same
+    arrivals) on cores f times slower, so a consumer that keeps up delivers the same
+    packets for f times the CPU."""
+    raw = {"hosts": {"h": {"cores": 1, "costs": {"irq": 2e-6, "per_packet": 0.5e-6}}},
+           "nics": {"n0": {"host": "h", "link": "10Gbit/s"}},
+           "transmissions": [{"id": "t0", "nic": "n0", "size": 3000 * 1000,
+                              "packet_size": 1000, "rate": 50_000, "arrival": "poisson"}]}
+    case = replace(random_cases(1, seed=0)[0], name="light", kind="single", raw=raw,
+                   settings={"t0": {"mode": "active_wait", "ring_slots": 1024}})
+    (row,) = compare(case, noise=True, slower=1.02)
+    (base,) = compare(case)
+    assert row["des"] == base["des"] and row["fast"]["engine"] == "des"
+    assert row["fast"]["packets_delivered"] == row["des"]["packets_delivered"] == 3000
+    assert row["fast"]["cpu_busy_s"] == pytest.approx(1.02 * row["des"]["cpu_busy_s"])
+    assert row["after_arrivals_s"]["fast"] == pytest.approx(
+        row["after_arrivals_s"]["des"], abs=1e-4)  # (same arrivals: not seed 1's)
+
+
+def test_band_error_is_the_distance_outside_the_des_s_range() -> None:
+    assert band_error(105.0, 100.0, (100.0, 96.0, 110.0)) == 0.0
+    assert band_error(120.0, 100.0, (100.0, 96.0, 110.0)) == pytest.approx(0.10)
+    assert band_error(90.0, 100.0, (100.0, 96.0, 110.0)) == pytest.approx(0.06)
+    assert band_error(3.0, 0.0, (0.0, 1.0)) == pytest.approx(2.0)  # (floor 1: small counts)
