@@ -1,7 +1,8 @@
 """Fast vs DES on random cases: relative errors of throughput, interrupts, CPU and drops.
 
 Run: `python benchmarks/fidelity.py [--cases 500] [--packets 30000] [--seeds ...]
-[--workers 2] [--noise] [--pairs 300] [--bursts 300] [--json PATH] [--strict]`. Cases come from
+[--workers 2] [--noise] [--condition PCT] [--pairs 300] [--bursts 300] [--json PATH]
+[--strict]`. Cases come from
 `nictune.simulator.fidelity.random_cases` (modes, parameters, packet sizes, loads up to
 overload and livelock, ~20 % shared hosts), `--cases` per grid and one grid per seed. The
 model was developed against grids 0 to 5 and 20 to 29 (their worst rows were studied and
@@ -31,6 +32,13 @@ with the DES against itself beside it: PF_RING's 0.5 s watermark timeout outlast
 these transfers, so whether the last packets wait for it decides their throughput, and on a
 shared core that is close to a coin flip in the DES itself; the table counts the rows
 where the two runs disagree on it (added in the tenth session).
+`--condition PCT` (off by default) also runs the DES on cores PCT % slower and PCT %
+faster — every CPU cost scaled, the same seed, so the same arrivals — and reports how far
+that moves the DES itself, on how many of the rows above 5 % in interrupts it moves the
+DES's own count by more than 5 %, and the fast engine against the range of the DES over
+the three speeds (0 inside it): a wake-up count that a 1 % slower core changes by more
+than the bound is one no model of the costs can be held to (added in the twelfth
+session; the headline stays the issue's metric against the DES as given).
 """
 
 from __future__ import annotations
@@ -160,6 +168,11 @@ def _moved(rows: list[dict[str, Any]], runs: list[list[dict[str, Any]]]) -> int:
                for i, r in enumerate(rows))
 
 
+def _either_way(runs: list[list[dict[str, Any]]]) -> np.ndarray:
+    """Per row, the larger of the DES's interrupt moves over `runs`."""
+    return np.max([[r["errors"]["interrupts"] for r in run] for run in runs], axis=0)
+
+
 def against_range(rows: list[dict[str, Any]], runs: list[list[dict[str, Any]]]
                   ) -> list[dict[str, Any]]:
     """`rows` with each error measured from the fast engine's value to the range of the
@@ -177,6 +190,28 @@ def against_range(rows: list[dict[str, Any]], runs: list[list[dict[str, Any]]]
                 errs[metric] = band_error(r["fast"][key], r["des"][key], band, floor)
         out.append({**r, "errors": errs})
     return out
+
+
+def _at_speeds(pool: Any, cases: list[Case], pct: float) -> list[list[dict[str, Any]]]:
+    """The DES against itself on cores `pct` % slower and `pct` % faster (none if 0)."""
+    if not pct or not cases:
+        return []
+    return [[r for part in pool.map(functools.partial(
+        compare, noise=True, slower=1.0 + sign * pct / 100), cases, chunksize=4)
+        for r in part] for sign in (1, -1)]
+
+
+def _print_range(rows: list[dict[str, Any]], runs: list[list[dict[str, Any]]], pct: str,
+                 groups: list[Group]) -> None:
+    either = _either_way(runs)
+    print(f"interrupts: the larger of the two moves of the DES per row, median "
+          f"{_pct(float(np.median(either)))}, p95 {_pct(float(np.percentile(either, 95)))}; "
+          f"on {_moved(rows, runs)} of the {sum(r['errors']['interrupts'] > 0.05 for r in rows)}"
+          f" rows above 5 % a core {pct} slower or faster moves the DES itself by more than"
+          " 5 %")
+    print(f"\nthe fast engine against the range of the DES over cores {pct} slower, "
+          "as given and faster (0 inside it):")
+    print(table(against_range(rows, runs), groups))
 
 
 def _met(rows: list[dict[str, Any]]) -> bool:
@@ -231,9 +266,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  if args.noise else [])
         default_noise = [r for part in pool.map(_NOISE, apart_sets[-1][3], chunksize=4)
                          for r in part]
-        speeds = [[r for part in pool.map(functools.partial(
-            compare, noise=True, slower=1.0 + sign * args.condition / 100), cases,
-            chunksize=4) for r in part] for sign in (1, -1)] if args.condition else []
+        speeds = _at_speeds(pool, cases, args.condition)
+        apart_speeds = {key: _at_speeds(pool, set_cases, args.condition)
+                        for key, _, _, set_cases in apart_sets}
     wall = time.perf_counter() - start
     grid_of = [seed for seed, c_list in grids for _ in c_list]
     rows = [{**r, "grid": g} for g, part in zip(grid_of, parts, strict=True) for r in part]
@@ -249,17 +284,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"interrupts: {_within_noise(rows, noise)} of the "
               f"{sum(r['errors']['interrupts'] > 0.05 for r in rows)} rows above 5 % are "
               "within the DES's own seed-to-seed difference")
+    pct = f"{args.condition:g} %"
     if speeds:
-        pct = f"{args.condition:g} %"
         for run, label in zip(speeds, ("slower", "faster"), strict=True):
             print(f"\nthe DES against itself on cores {pct} {label} (same seed):")
             print(table(run, HOSTS))
-        print(f"interrupts: on {_moved(rows, speeds)} of the "
-              f"{sum(r['errors']['interrupts'] > 0.05 for r in rows)} rows above 5 % a "
-              f"core {pct} slower or faster moves the DES itself by more than 5 %")
-        print(f"\nthe fast engine against the range of the DES over cores {pct} slower, "
-              "as given and faster (0 inside it):")
-        print(table(against_range(rows, speeds), detail(rows)[:5]))
+        _print_range(rows, speeds, pct, detail(rows)[:5])
     for metric in METRICS:
         print(f"\nworst {metric}:")
         print(worst(rows, metric))
@@ -267,6 +297,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if apart[key]:
             print(f"\n{label} ({len(set_cases)} cases of {generator}, not in the grids):")
             print(table(apart[key], HOSTS[:1]))
+            if apart_speeds[key]:
+                _print_range(apart[key], apart_speeds[key], pct, HOSTS[:1])
             print("\nworst throughput of those:")
             print(worst(apart[key], "throughput"))
     if apart["defaults"]:
@@ -296,7 +328,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "defaults_noise": summary(default_noise) if default_noise else None,
             "condition": {"slower": summary(speeds[0]), "faster": summary(speeds[1]),
                           "moved": _moved(rows, speeds),
-                          "against_range": summary(against_range(rows, speeds))}
+                          "either_way_p95": float(np.percentile(_either_way(speeds), 95)),
+                          "against_range": summary(against_range(rows, speeds)),
+                          **{f"{key}_against_range": summary(against_range(apart[key], run))
+                             for key, run in apart_speeds.items() if run}}
             if speeds else None,
             "default_flips": {"fast": _flips(apart["defaults"]), "des": _flips(default_noise)},
             **{key: summary(apart[key]) if apart[key] else None for key in apart},

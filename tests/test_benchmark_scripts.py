@@ -29,7 +29,10 @@ def test_fidelity_prints_every_metric_and_the_pairs(capsys: pytest.CaptureFixtur
     assert set(out["default_flips"]) == {"fast", "des"}
     assert "the DES against itself on cores 1 % slower (same seed):" in printed
     assert "the fast engine against the range of the DES over cores 1 % slower" in printed
-    assert set(out["condition"]) == {"slower", "faster", "moved", "against_range"}
+    assert set(out["condition"]) == {"slower", "faster", "moved", "either_way_p95",
+                                     "against_range",
+                                     "pairs_against_range", "bursts_against_range",
+                                     "defaults_against_range"}
 
 
 def test_fidelity_plans_reports_the_guard_per_host(capsys: pytest.CaptureFixture[str],
@@ -105,6 +108,7 @@ def test_fidelity_measures_the_fast_engine_against_the_des_s_range(
     faster = [row(97, 100), row(99, 100), row(140, 100)]
     # the first row's DES moves 12 % with the core; the second's 1 %; the third is no miss
     assert fidelity._moved(rows, [slower, faster]) == 1
+    assert list(fidelity._either_way([slower, faster])) == pytest.approx([0.12, 0.01, 0.4])
     ranged = fidelity.against_range(rows, [slower, faster])
     assert [r["errors"]["interrupts"] for r in ranged] == pytest.approx([0.0, 0.29, 0.0])
     assert ranged[1]["errors"]["drops"] == pytest.approx(29 / 1000)

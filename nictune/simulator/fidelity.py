@@ -8,6 +8,10 @@ row of errors per transmission. `benchmarks/fidelity.py` and the fidelity test u
 Errors: throughput, interrupts, CPU busy time and mean latency are relative to the DES value
 (|fast − des| / max(|des|, floor)); drops are compared as a share of the packets offered
 (|Δdrops| / offered), because "0 vs 3 drops of 20 000" is agreement, not a 100 % error.
+`slower_cores` and `compare(noise=True, slower=f)` run the DES on cores f times slower
+(same arrivals), and `band_error` measures a value against the range of the DES's values
+over such runs: how much of a disagreement is the reference's own sensitivity to its
+costs rather than the fast engine's error.
 """
 
 from __future__ import annotations
