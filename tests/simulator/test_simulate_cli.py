@@ -79,6 +79,30 @@ def test_fast_engine(cfg, capsys):
     assert [r["engine"] for r in out] == ["fast", "fast"]
 
 
+def test_fast_engine_says_where_its_interrupts_are_approximate(cfg, capsys):
+    """On a shared IRQ core the fast engine's wake-up counts are its least faithful
+    (docs/engines.md); the user is told so, on stderr, and JSON stays clean."""
+    def stderr(*argv: str) -> str:
+        assert main(["simulate", *argv, "--json"]) == 0
+        captured = capsys.readouterr()
+        assert len(json.loads(captured.out)["results"]) == 2
+        return captured.err
+
+    assert "note:" not in stderr(cfg, "--engine", "fast", "--mode", "watermark",
+                                 "--watermark", "32", "--watermark-timeout", "1ms")
+    shared = dict(CONFIG, nics={**CONFIG["nics"], "n2": {**CONFIG["nics"]["n2"], "irq_core": 0}},
+                  transmissions=[CONFIG["transmissions"][0],
+                                 {**CONFIG["transmissions"][1], "default": {
+                                     "mode": "passive_wait", "poll_interval": "1ms"}}])
+    path = cfg.replace("c.yaml", "shared.yaml")
+    with open(path, "w") as fh:
+        yaml.safe_dump(shared, fh)
+    err = stderr(path, "--engine", "fast")
+    assert "note: 2 of 2 transmissions share their IRQ core with others" in err
+    assert "--engine des is the reference" in err
+    assert "note:" not in stderr(path)  # the DES is the reference: no note
+
+
 def test_table_by_default(cfg, capsys):
     assert main(["simulate", cfg]) == 0
     lines = capsys.readouterr().out.splitlines()
