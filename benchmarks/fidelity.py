@@ -55,14 +55,15 @@ from typing import Any
 import numpy as np
 
 from nictune.simulator.fidelity import (
+    MEASURES,
     METRICS,
     Case,
-    band_error,
     burst_watermark_cases,
     compare,
     nic_pair_cases,
     on_defaults,
     random_cases,
+    range_errors,
     summary,
 )
 from nictune.simulator.metrics import ends_on_timeout
@@ -118,7 +119,7 @@ def _pct(x: float) -> str:
 
 def worst(rows: list[dict[str, Any]], metric: str, k: int = 8) -> str:
     """The k rows where `metric` disagrees most, with both engines' values."""
-    key = KEYS[metric]
+    key = MEASURES[metric][0]
     lines = ["| case | kind | arrival | setting | error | des | fast |", "|---" * 7 + "|"]
     for r in sorted(rows, key=lambda r: -r["errors"][metric])[:k]:
         lines.append(f"| {r['case']}/{r['transmission']} | {r['kind']} | {r['arrival']} | "
@@ -156,16 +157,12 @@ def _within_noise(rows: list[dict[str, Any]], noise: list[dict[str, Any]]) -> in
                for r, n in zip(rows, noise, strict=True))
 
 
-KEYS = {"throughput": "throughput_bps", "interrupts": "interrupts", "cpu": "cpu_busy_s",
-        "drops": "packets_dropped", "latency": "latency_mean_s"}
-
-
 def _moved(rows: list[dict[str, Any]], runs: list[list[dict[str, Any]]]) -> int:
     """Rows above 5 % in interrupts where one of `runs` (the DES on slower or faster
     cores, the rows in the same order) moves the DES's own count by more than 5 %."""
     return sum(r["errors"]["interrupts"] > 0.05
-               and any(run[i]["errors"]["interrupts"] > 0.05 for run in runs)
-               for i, r in enumerate(rows))
+               and any(o["errors"]["interrupts"] > 0.05 for o in others)
+               for r, *others in zip(rows, *runs, strict=True))
 
 
 def _either_way(runs: list[list[dict[str, Any]]]) -> np.ndarray:
@@ -176,20 +173,9 @@ def _either_way(runs: list[list[dict[str, Any]]]) -> np.ndarray:
 def against_range(rows: list[dict[str, Any]], runs: list[list[dict[str, Any]]]
                   ) -> list[dict[str, Any]]:
     """`rows` with each error measured from the fast engine's value to the range of the
-    DES's values over the cores of `runs` and the row's own (`band_error`; drops as a
-    share of the packets offered, as in `errors`)."""
-    out = []
-    for i, r in enumerate(rows):
-        errs = {}
-        for metric, key in KEYS.items():
-            band = (r["des"][key], *(run[i]["fast"][key] for run in runs))
-            if metric == "drops":
-                errs[metric] = band_error(r["fast"][key], r["des"]["packets_offered"], band)
-            else:
-                floor = 1e-9 if metric in ("cpu", "latency") else 1.0
-                errs[metric] = band_error(r["fast"][key], r["des"][key], band, floor)
-        out.append({**r, "errors": errs})
-    return out
+    DES's values over the cores of `runs` and the row's own (`range_errors`)."""
+    return [{**r, "errors": range_errors(r["fast"], r["des"], *(o["fast"] for o in others))}
+            for r, *others in zip(rows, *runs, strict=True)]
 
 
 def _at_speeds(pool: Any, cases: list[Case], pct: float) -> list[list[dict[str, Any]]]:
@@ -220,6 +206,17 @@ def _met(rows: list[dict[str, Any]]) -> bool:
                for m in ("throughput", "interrupts"))
 
 
+def _percent(text: str) -> float:
+    """A --condition value: a share of the costs in (0, 100), or 0 for off."""
+    try:
+        pct = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (0.0 <= pct < 100.0):
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 100, got {text}")
+    return pct
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=500)
@@ -239,11 +236,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--defaults", type=int, default=300,
                         help="configs on their default setting, reported apart with the "
                              "DES against itself (default 300)")
-    parser.add_argument("--condition", type=float, default=0.0, metavar="PCT",
+    parser.add_argument("--condition", type=_percent, default=0.0, metavar="PCT",
                         help="also run the DES on cores PCT %% slower and PCT %% faster (same "
                              "seed): how far that moves the DES, and the fast engine against "
                              "the DES's range over the three (default: off)")
-    parser.add_argument("--json", help="write every row (both engines' metrics) here")
+    parser.add_argument("--json", help="write every row (both engines' metrics; with "
+                        "--condition, the DES's on the slower and faster cores too) here")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 when the goal is not met (default: report it only)")
     args = parser.parse_args(argv)
@@ -319,6 +317,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if apart[key]:
             print(f"  {label}: {'met' if _met(apart[key]) else 'NOT met'}")
     if args.json:
+        if speeds:  # the DES on the slower and the faster cores, beside each row
+            rows = [{**r, "des_slower": slow["fast"], "des_faster": fast["fast"]}
+                    for r, slow, fast in zip(rows, *speeds, strict=True)]
         with open(args.json, "w") as fh:
             json.dump(rows, fh)
     return {"summary": s, "ok": ok, "strict": args.strict, "cases": len(cases),

@@ -103,12 +103,18 @@ def test_fidelity_measures_the_fast_engine_against_the_des_s_range(
                 "des": {**dict.fromkeys(keys, des), "packets_offered": 1000},
                 "errors": {"interrupts": abs(fast - des) / max(des, 1.0)}}
 
-    rows = [row(110, 100), row(130, 100), row(100, 100)]  # 10 % and 30 % off, one exact
-    slower = [row(112, 100), row(101, 100), row(100, 100)]  # (key "fast": the other core)
-    faster = [row(97, 100), row(99, 100), row(140, 100)]
+    rows = [row(110, 100), row(130, 100), row(100, 100), row(0.5, 0)]  # 10 %, 30 %, exact
+    slower = [row(112, 100), row(101, 100), row(100, 100), row(0, 0)]  # ("fast": that core)
+    faster = [row(97, 100), row(99, 100), row(140, 100), row(0, 0)]
     # the first row's DES moves 12 % with the core; the second's 1 %; the third is no miss
     assert fidelity._moved(rows, [slower, faster]) == 1
-    assert list(fidelity._either_way([slower, faster])) == pytest.approx([0.12, 0.01, 0.4])
+    assert list(fidelity._either_way([slower, faster])) == pytest.approx([0.12, 0.01, 0.4, 0])
     ranged = fidelity.against_range(rows, [slower, faster])
-    assert [r["errors"]["interrupts"] for r in ranged] == pytest.approx([0.0, 0.29, 0.0])
+    assert [r["errors"]["interrupts"] for r in ranged] == pytest.approx([0.0, 0.29, 0.0, 0.5])
     assert ranged[1]["errors"]["drops"] == pytest.approx(29 / 1000)
+    # a DES value of 0: interrupts and throughput relative to at least 1, CPU to 1e-9 s
+    assert ranged[3]["errors"]["cpu"] == pytest.approx(0.5 / 1e-9)
+    with pytest.raises(ValueError):  # (rows and runs must pair one to one)
+        fidelity.against_range(rows, [slower[:3], faster])
+    with pytest.raises(SystemExit):
+        fidelity.main(["--condition", "100"])

@@ -59,10 +59,10 @@ def run(args: argparse.Namespace) -> int:
                  if getattr(args, opt) is not None}
     settings = {t.id: setting_for(config, t, overrides) for t in transmissions}
     results = run_by_host(config, transmissions, settings, args, sys.stderr)
-    shared = sharing_a_core(config, transmissions, settings)
-    if args.engine == "fast" and shared:
+    shared = sharing_a_core(config, transmissions, settings) if args.engine == "fast" else []
+    if shared:
         sys.stderr.write(
-            f"note: {len(shared)} of {len(transmissions)} transmissions share their IRQ core "
+            f"note: {len(shared)} of {len(settings)} transmissions share their IRQ core "
             "with others; there the fast engine's interrupt counts are an approximation "
             "(docs/engines.md, Fidelity); --engine des is the reference\n")
     if args.json:
@@ -76,10 +76,10 @@ def run(args: argparse.Namespace) -> int:
 def sharing_a_core(config: Config, transmissions: Sequence[Transmission],
                    settings: dict[str, NicSetting]) -> list[str]:
     """The ids of the transmissions whose IRQ core, on their host, takes others' too."""
-    cores: dict[tuple[str, int], list[str]] = {}
+    cores: dict[tuple[str, int], set[str]] = {}
     for t in transmissions:
-        cores.setdefault((config.nic_of(t).host, settings[t.id].irq_core), []).append(t.id)
-    return [i for ids in cores.values() if len(ids) > 1 for i in ids]
+        cores.setdefault((config.nic_of(t).host, settings[t.id].irq_core), set()).add(t.id)
+    return sorted(i for ids in cores.values() if len(ids) > 1 for i in ids)
 
 
 def setting_for(config: Config, t: Transmission, overrides: dict[str, Any]) -> NicSetting:

@@ -17,6 +17,7 @@ costs rather than the fast engine's error.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -210,18 +211,34 @@ def on_defaults(cases: list[Case]) -> list[Case]:
     return out
 
 
-def _rel(fast: float, des: float, floor: float) -> float:
-    return abs(fast - des) / max(abs(des), floor)
+# metric -> (Metrics key, floor of the relative error; None: a share of the packets offered)
+MEASURES: dict[str, tuple[str, float | None]] = {
+    "throughput": ("throughput_bps", 1.0), "interrupts": ("interrupts", 1.0),
+    "cpu": ("cpu_busy_s", 1e-9), "drops": ("packets_dropped", None),
+    "latency": ("latency_mean_s", 1e-9)}
 
 
-def band_error(value: float, des: float, band: tuple[float, ...], floor: float = 1.0
+def band_error(value: float, scale: float, band: Sequence[float], floor: float = 1.0
                ) -> float:
-    """How far `value` lies outside the range of `band` (the DES's values of one row on
-    slightly slower and faster cores, `des` among them), relative to `des` as in `_rel`:
-    0 inside it."""
+    """How far `value` lies outside the range of `band`, relative to `scale` (at least
+    `floor`); 0 inside it. With `band` one value, the plain relative error."""
     low, high = min(band), max(band)
     outside = low - value if value < low else value - high if value > high else 0.0
-    return outside / max(abs(des), floor)
+    return outside / max(abs(scale), floor)
+
+
+def range_errors(fast: dict[str, Any], des: dict[str, Any], *others: dict[str, Any]
+                 ) -> dict[str, float]:
+    """The errors of one transmission (Metrics as JSON): `fast` against `des`, or against
+    the range of `des` and `others` (the DES on slightly slower and faster cores; 0
+    inside it). Throughput, interrupts, CPU and mean latency relative to the DES's value,
+    drops as a share of the packets offered (`MEASURES`)."""
+    out = {}
+    for metric, (key, floor) in MEASURES.items():
+        scale = des["packets_offered"] if floor is None else des[key]
+        out[metric] = band_error(fast[key], scale, [des[key], *(o[key] for o in others)],
+                                 floor or 1.0)
+    return out
 
 
 def slower_cores(config: Config, factor: float) -> Config:
@@ -238,13 +255,7 @@ def slower_cores(config: Config, factor: float) -> Config:
 
 def errors(fast: Metrics, des: Metrics) -> dict[str, float]:
     """Relative errors of one transmission (see the module docstring)."""
-    return {
-        "throughput": _rel(fast.throughput_bps, des.throughput_bps, 1.0),
-        "interrupts": _rel(fast.interrupts, des.interrupts, 1.0),
-        "cpu": _rel(fast.cpu_busy_s, des.cpu_busy_s, 1e-9),
-        "drops": abs(fast.packets_dropped - des.packets_dropped) / max(des.packets_offered, 1),
-        "latency": _rel(fast.latency_mean_s, des.latency_mean_s, 1e-9),
-    }
+    return range_errors(fast.to_json(), des.to_json())
 
 
 def compare(case: Case, seed: int = 0, noise: bool = False, slower: float = 1.0
@@ -254,16 +265,15 @@ def compare(case: Case, seed: int = 0, noise: bool = False, slower: float = 1.0
     key "fast"), the floor below which fast-vs-DES errors are noise. With `slower` ≠ 1
     the second DES run keeps the seed and runs on cores `slower` times slower
     (`slower_cores`): how far a slightly slower or faster core moves the DES."""
+    if slower != 1.0 and not noise:
+        raise ValueError("slower cores are for the DES's second run: pass noise=True")
     config = case.config()
     settings = case.nic_settings(config)
     des = simulate(config, settings, engine="des", seed=seed, exact=True)
-    if noise and slower != 1.0:
-        fast = simulate(slower_cores(config, slower), settings, engine="des", seed=seed,
-                        exact=True)
-    elif noise:
-        fast = simulate(config, settings, engine="des", seed=seed + 1, exact=True)
-    else:
-        fast = simulate(config, settings, engine="fast", seed=seed)
+    second = seed + 1 if slower == 1.0 else seed  # the second DES run's seed
+    other = slower_cores(config, slower) if slower != 1.0 else config
+    fast = (simulate(other, settings, engine="des", seed=second, exact=True) if noise
+            else simulate(config, settings, engine="fast", seed=seed))
     # s from the last arrival to the last delivery, each run's own (the fast engine's
     # arrivals: evenly spaced at the mean rate, onoff by bursts)
     spans = dict(zip([t.id for t in config.transmissions],
@@ -274,8 +284,7 @@ def compare(case: Case, seed: int = 0, noise: bool = False, slower: float = 1.0
         rows.append({"case": case.name, "kind": case.kind, "transmission": d.transmission,
                      "setting": d.setting.describe(), "arrival": t.arrival,
                      "after_arrivals_s": {"des": after_arrivals(config, t, d, seed),
-                                          "fast": after_arrivals(
-                                              config, t, f, seed + (slower == 1.0))
+                                          "fast": after_arrivals(config, t, f, second)
                                           if noise else f.duration_s - float(spans[t.id])},
                      "des": d.to_json(), "fast": f.to_json(), "errors": errors(f, d)})
     return rows

@@ -25,6 +25,7 @@ from nictune.simulator.fidelity import (
     nic_pair_cases,
     on_defaults,
     random_cases,
+    range_errors,
     slower_cores,
 )
 from nictune.simulator.metrics import ends_on_timeout
@@ -165,8 +166,12 @@ def test_the_des_on_slower_cores_keeps_its_arrivals() -> None:
     assert row["des"] == base["des"] and row["fast"]["engine"] == "des"
     assert row["fast"]["packets_delivered"] == row["des"]["packets_delivered"] == 3000
     assert row["fast"]["cpu_busy_s"] == pytest.approx(1.02 * row["des"]["cpu_busy_s"])
+    # the same arrivals, not seed 1's (whose span differs by 1.5 ms here)
+    assert row["fast"]["duration_s"] == pytest.approx(row["des"]["duration_s"], abs=1e-5)
     assert row["after_arrivals_s"]["fast"] == pytest.approx(
-        row["after_arrivals_s"]["des"], abs=1e-4)  # (same arrivals: not seed 1's)
+        row["after_arrivals_s"]["des"], abs=1e-5)
+    with pytest.raises(ValueError, match="noise=True"):
+        compare(case, slower=1.02)
 
 
 def test_band_error_is_the_distance_outside_the_des_s_range() -> None:
@@ -174,3 +179,12 @@ def test_band_error_is_the_distance_outside_the_des_s_range() -> None:
     assert band_error(120.0, 100.0, (100.0, 96.0, 110.0)) == pytest.approx(0.10)
     assert band_error(90.0, 100.0, (100.0, 96.0, 110.0)) == pytest.approx(0.06)
     assert band_error(3.0, 0.0, (0.0, 1.0)) == pytest.approx(2.0)  # (floor 1: small counts)
+
+
+def test_range_errors_with_no_range_are_the_plain_errors(rows: list[dict]) -> None:
+    """`errors` is `range_errors` against the DES alone; a range only ever narrows them."""
+    for r in rows[:40]:
+        assert range_errors(r["fast"], r["des"]) == r["errors"]
+        wider = range_errors(r["fast"], r["des"], {**r["des"], **{
+            key: 2 * r["des"][key] for key in r["des"] if isinstance(r["des"][key], float)}})
+        assert all(wider[m] <= r["errors"][m] for m in r["errors"])

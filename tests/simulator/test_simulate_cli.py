@@ -101,6 +101,12 @@ def test_fast_engine_says_where_its_interrupts_are_approximate(cfg, capsys):
     assert "note: 2 of 2 transmissions share their IRQ core with others" in err
     assert "--engine des is the reference" in err
     assert "note:" not in stderr(path)  # the DES is the reference: no note
+    # core 0 of two hosts is two cores
+    apart = dict(shared, hosts={"h": {"cores": 2}, "g": {"cores": 2}},
+                 nics={**shared["nics"], "n2": {**shared["nics"]["n2"], "host": "g"}})
+    with open(path, "w") as fh:
+        yaml.safe_dump(apart, fh)
+    assert "note:" not in stderr(path, "--engine", "fast")
 
 
 def test_table_by_default(cfg, capsys):
