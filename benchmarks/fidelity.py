@@ -157,17 +157,21 @@ def _within_noise(rows: list[dict[str, Any]], noise: list[dict[str, Any]]) -> in
                for r, n in zip(rows, noise, strict=True))
 
 
-def _moved(rows: list[dict[str, Any]], runs: list[list[dict[str, Any]]]) -> int:
-    """Rows above 5 % in interrupts where one of `runs` (the DES on slower or faster
-    cores, the rows in the same order) moves the DES's own count by more than 5 %."""
-    return sum(r["errors"]["interrupts"] > 0.05
-               and any(o["errors"]["interrupts"] > 0.05 for o in others)
-               for r, *others in zip(rows, *runs, strict=True))
+def _misses(rows: list[dict[str, Any]]) -> np.ndarray:
+    """Per row, whether its interrupts are off by more than 5 %."""
+    return np.array([r["errors"]["interrupts"] > 0.05 for r in rows], dtype=bool)
 
 
 def _either_way(runs: list[list[dict[str, Any]]]) -> np.ndarray:
-    """Per row, the larger of the DES's interrupt moves over `runs`."""
+    """Per row, the larger of the DES's interrupt moves over `runs` (the DES on slower or
+    faster cores, the rows in the same order)."""
     return np.max([[r["errors"]["interrupts"] for r in run] for run in runs], axis=0)
+
+
+def _moved(rows: list[dict[str, Any]], runs: list[list[dict[str, Any]]]) -> int:
+    """Rows above 5 % in interrupts where one of `runs` moves the DES's own count by more
+    than 5 %."""
+    return int((_misses(rows) & (_either_way(runs) > 0.05)).sum())
 
 
 def against_range(rows: list[dict[str, Any]], runs: list[list[dict[str, Any]]]
@@ -192,9 +196,8 @@ def _print_range(rows: list[dict[str, Any]], runs: list[list[dict[str, Any]]], p
     either = _either_way(runs)
     print(f"interrupts: the larger of the two moves of the DES per row, median "
           f"{_pct(float(np.median(either)))}, p95 {_pct(float(np.percentile(either, 95)))}; "
-          f"on {_moved(rows, runs)} of the {sum(r['errors']['interrupts'] > 0.05 for r in rows)}"
-          f" rows above 5 % a core {pct} slower or faster moves the DES itself by more than"
-          " 5 %")
+          f"on {_moved(rows, runs)} of the {_misses(rows).sum()} rows above 5 % a core {pct} "
+          "slower or faster moves the DES itself by more than 5 %")
     print(f"\nthe fast engine against the range of the DES over cores {pct} slower, "
           "as given and faster (0 inside it):")
     print(table(against_range(rows, runs), groups))
@@ -279,9 +282,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if noise:
         print("\nthe DES against itself (seed 0 vs seed 1), the noise floor:")
         print(table(noise, HOSTS))
-        print(f"interrupts: {_within_noise(rows, noise)} of the "
-              f"{sum(r['errors']['interrupts'] > 0.05 for r in rows)} rows above 5 % are "
-              "within the DES's own seed-to-seed difference")
+        print(f"interrupts: {_within_noise(rows, noise)} of the {_misses(rows).sum()} rows "
+              "above 5 % are within the DES's own seed-to-seed difference")
     pct = f"{args.condition:g} %"
     if speeds:
         for run, label in zip(speeds, ("slower", "faster"), strict=True):

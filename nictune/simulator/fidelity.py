@@ -211,11 +211,13 @@ def on_defaults(cases: list[Case]) -> list[Case]:
     return out
 
 
-# metric -> (Metrics key, floor of the relative error; None: a share of the packets offered)
-MEASURES: dict[str, tuple[str, float | None]] = {
-    "throughput": ("throughput_bps", 1.0), "interrupts": ("interrupts", 1.0),
-    "cpu": ("cpu_busy_s", 1e-9), "drops": ("packets_dropped", None),
-    "latency": ("latency_mean_s", 1e-9)}
+# metric -> (Metrics key, the key it is relative to, floor of that)
+MEASURES: dict[str, tuple[str, str, float]] = {
+    "throughput": ("throughput_bps", "throughput_bps", 1.0),
+    "interrupts": ("interrupts", "interrupts", 1.0),
+    "cpu": ("cpu_busy_s", "cpu_busy_s", 1e-9),
+    "drops": ("packets_dropped", "packets_offered", 1.0),
+    "latency": ("latency_mean_s", "latency_mean_s", 1e-9)}
 
 
 def band_error(value: float, scale: float, band: Sequence[float], floor: float = 1.0
@@ -233,12 +235,9 @@ def range_errors(fast: dict[str, Any], des: dict[str, Any], *others: dict[str, A
     the range of `des` and `others` (the DES on slightly slower and faster cores; 0
     inside it). Throughput, interrupts, CPU and mean latency relative to the DES's value,
     drops as a share of the packets offered (`MEASURES`)."""
-    out = {}
-    for metric, (key, floor) in MEASURES.items():
-        scale = des["packets_offered"] if floor is None else des[key]
-        out[metric] = band_error(fast[key], scale, [des[key], *(o[key] for o in others)],
-                                 floor or 1.0)
-    return out
+    return {metric: band_error(fast[key], des[scale], [des[key], *(o[key] for o in others)],
+                               floor)
+            for metric, (key, scale, floor) in MEASURES.items()}
 
 
 def slower_cores(config: Config, factor: float) -> Config:
