@@ -2,7 +2,7 @@
 
 Run: `python benchmarks/fidelity.py [--cases 500] [--packets 30000] [--seeds ...]
 [--workers 2] [--noise] [--condition PCT] [--pairs 300] [--bursts 300] [--json PATH]
-[--strict]`. Cases come from
+[--reuse-des PATH] [--strict]`. Cases come from
 `nictune.simulator.fidelity.random_cases` (modes, parameters, packet sizes, loads up to
 overload and livelock, ~20 % shared hosts), `--cases` per grid and one grid per seed. The
 model was developed against grids 0 to 5 and 20 to 29 (their worst rows were studied and
@@ -39,6 +39,11 @@ DES's own count by more than 5 %, and the fast engine against the range of the D
 the three speeds (0 inside it): a wake-up count that a 1 % slower core changes by more
 than the bound is one no model of the costs can be held to (added in the twelfth
 session; the headline stays the issue's metric against the DES as given).
+`--reuse-des PATH` takes the grids' DES results from the rows an earlier run wrote with
+`--json PATH` (each row keeps a digest of its case; same `--cases`, `--packets` and
+seeds) and runs the fast engine alone: seconds instead of minutes while changing the
+fast engine; the sets apart are left out, `--noise` and `--condition` refused (added in
+the thirteenth session).
 """
 
 from __future__ import annotations
@@ -54,12 +59,14 @@ from typing import Any
 
 import numpy as np
 
+from nictune.errors import InputError
 from nictune.simulator.fidelity import (
     MEASURES,
     METRICS,
     Case,
     burst_watermark_cases,
     compare,
+    compare_saved,
     nic_pair_cases,
     on_defaults,
     random_cases,
@@ -220,6 +227,28 @@ def _percent(text: str) -> float:
     return pct
 
 
+def _saved_des(parser: argparse.ArgumentParser, args: argparse.Namespace
+               ) -> dict[tuple[int, str], dict[str, dict[str, Any]]]:
+    """The rows of `--reuse-des` by (grid, case) and transmission; leaves out the sets
+    apart (their DES is not among the rows) and refuses the options that rerun the DES."""
+    if args.noise or args.condition:
+        parser.error("--reuse-des runs the fast engine only: --noise and --condition "
+                     "need the DES")
+    args.pairs = args.bursts = args.defaults = 0
+    try:
+        with open(args.reuse_des) as fh:
+            rows = json.load(fh)
+        out: dict[tuple[int, str], dict[str, dict[str, Any]]] = {}
+        for r in rows:
+            out.setdefault((int(r["grid"]), str(r["case"])), {})[str(r["transmission"])] = r
+    except (OSError, ValueError) as e:
+        parser.error(f"--reuse-des {args.reuse_des}: {e}")
+    except (KeyError, TypeError):
+        parser.error(f"--reuse-des {args.reuse_des}: not the rows of a --json run of "
+                     "this benchmark")
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=500)
@@ -247,7 +276,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         "--condition, the DES's on the slower and faster cores too) here")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 when the goal is not met (default: report it only)")
+    parser.add_argument("--reuse-des", metavar="PATH",
+                        help="take the grids' DES results from the rows an earlier run wrote "
+                             "with --json (same --cases, --packets and seeds, the DES "
+                             "unchanged since) and run the fast engine only: seconds instead "
+                             "of minutes, for iterating on it (the sets apart are left out)")
     args = parser.parse_args(argv)
+    saved = _saved_des(parser, args) if args.reuse_des else None
     grids = [(seed, random_cases(args.cases, seed=seed, packets=args.packets))
              for seed in args.seeds]
     cases = [c for _, c_list in grids for c in c_list]
@@ -260,7 +295,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                       args.defaults, args.packets))]
     start = time.perf_counter()
     with multiprocessing.Pool(args.workers) as pool:
-        parts = pool.map(compare, cases, chunksize=4)
+        if saved is None:
+            parts = pool.map(compare, cases, chunksize=4)
+        else:
+            try:
+                parts = pool.starmap(compare_saved, [(c, saved.get((seed, c.name), {}))
+                                                     for seed, c_list in grids
+                                                     for c in c_list], chunksize=4)
+            except InputError as e:
+                parser.error(f"--reuse-des {args.reuse_des}: {e} (run without it)")
         apart = {key: [r for part in pool.map(compare, set_cases, chunksize=4) for r in part]
                  for key, _, _, set_cases in apart_sets}
         noise = ([r for part in pool.map(_NOISE, cases, chunksize=4) for r in part]
@@ -278,6 +321,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"{len(cases)} cases ({len(grids)} grids of {args.cases}), {len(rows)} "
           f"transmissions, {args.packets} packets per case (shared: split), DES exact, "
           f"{wall:.0f} s with {args.workers} workers")
+    if saved is not None:
+        print(f"(the fast engine only: the DES's rows from {args.reuse_des}, --reuse-des)")
     print(table(rows, detail(rows)))
     if noise:
         print("\nthe DES against itself (seed 0 vs seed 1), the noise floor:")

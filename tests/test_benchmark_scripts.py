@@ -4,6 +4,7 @@ benchmarks/RESULTS.md; this only keeps the scripts themselves from breaking)."""
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,32 @@ def test_fidelity_measures_the_fast_engine_against_the_des_s_range(
         fidelity.against_range(rows, [slower[:3], faster])
     with pytest.raises(SystemExit):
         fidelity.main(["--condition", "100"])
+
+
+def test_fidelity_reuses_the_des_rows_of_an_earlier_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    fidelity = importlib.import_module("fidelity")
+    grid = ["--cases", "6", "--seeds", "3", "--packets", "600", "--workers", "1"]
+    first, again = tmp_path / "first.json", tmp_path / "again.json"
+    out = fidelity.main([*grid, "--pairs", "0", "--bursts", "0", "--defaults", "0",
+                         "--json", str(first)])
+    reused = fidelity.main([*grid, "--reuse-des", str(first), "--json", str(again)])
+    assert "the fast engine only: the DES's rows from" in capsys.readouterr().out
+    assert reused["summary"] == out["summary"] and reused["rows"] == out["rows"]
+    assert again.read_text() == first.read_text()  # every row, both engines, the same
+    # rows of another case, or none for a case, or options that rerun the DES: refused
+    rows = json.loads(first.read_text())
+    rows[0]["digest"] = "0" * 16
+    first.write_text(json.dumps(rows))
+    for argv in ([*grid, "--reuse-des", str(first)],
+                 [*grid[:2], "--seeds", "4", "--reuse-des", str(again)],
+                 [*grid, "--reuse-des", str(again), "--noise"],
+                 [*grid, "--reuse-des", str(tmp_path / "missing.json")]):
+        with pytest.raises(SystemExit) as exit_:
+            fidelity.main(argv)
+        assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{rows[0]['case']}/{rows[0]['transmission']}: a row of another case" in err
+    assert "no row among the saved rows" in err and "need the DES" in err

@@ -11,19 +11,32 @@ Errors: throughput, interrupts, CPU busy time and mean latency are relative to t
 `slower_cores` and `compare(noise=True, slower=f)` run the DES on cores f times slower
 (same arrivals), and `band_error` measures a value against the range of the DES's values
 over such runs: how much of a disagreement is the reference's own sensitivity to its
-costs rather than the fast engine's error.
+costs rather than the fast engine's error. `compare_saved` reruns only the fast engine
+against the DES side of rows saved by an earlier `compare` of the same case (`digest`),
+for iterating on the fast engine in seconds instead of rerunning the DES.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from nictune.model import MODES, PLACEMENTS, Config, NicSetting, parse_config, parse_setting
+from nictune.errors import InputError
+from nictune.model import (
+    MODES,
+    PLACEMENTS,
+    Config,
+    NicSetting,
+    Transmission,
+    parse_config,
+    parse_setting,
+)
 from nictune.simulator import simulate
 from nictune.simulator.des import after_arrivals
 from nictune.simulator.fast_base import Workload
@@ -252,11 +265,6 @@ def slower_cores(config: Config, factor: float) -> Config:
     return replace(config, hosts=hosts)
 
 
-def errors(fast: Metrics, des: Metrics) -> dict[str, float]:
-    """Relative errors of one transmission (see the module docstring)."""
-    return range_errors(fast.to_json(), des.to_json())
-
-
 def compare(case: Case, seed: int = 0, noise: bool = False, slower: float = 1.0
             ) -> list[dict[str, Any]]:
     """Run both engines on `case`; one row per transmission with both results and errors.
@@ -277,16 +285,54 @@ def compare(case: Case, seed: int = 0, noise: bool = False, slower: float = 1.0
     # arrivals: evenly spaced at the mean rate, onoff by bursts)
     spans = dict(zip([t.id for t in config.transmissions],
                      Workload.build(config, list(config.transmissions)).span, strict=True))
+    key = digest(case)
     rows = []
     for d, f in zip(des, fast, strict=True):
         t = config.transmission(d.transmission)
-        rows.append({"case": case.name, "kind": case.kind, "transmission": d.transmission,
-                     "setting": d.setting.describe(), "arrival": t.arrival,
-                     "after_arrivals_s": {"des": after_arrivals(config, t, d, seed),
-                                          "fast": after_arrivals(config, t, f, second)
-                                          if noise else f.duration_s - float(spans[t.id])},
-                     "des": d.to_json(), "fast": f.to_json(), "errors": errors(f, d)})
+        rows.append(_row(case, key, t, f, d.to_json(),
+                         {"des": after_arrivals(config, t, d, seed),
+                          "fast": after_arrivals(config, t, f, second) if noise
+                          else f.duration_s - float(spans[t.id])}))
     return rows
+
+
+def compare_saved(case: Case, saved: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """`compare(case)` with the DES side taken from `saved` (transmission id → a row an
+    earlier `compare` of this case returned) instead of simulated again: only the fast
+    engine runs. Raises InputError when a transmission has no row or the rows are of
+    another case (their `digest` differs); valid while the DES is unchanged."""
+    config = case.config()
+    key = digest(case)
+    fast = simulate(config, case.nic_settings(config), engine="fast")
+    spans = dict(zip([t.id for t in config.transmissions],
+                     Workload.build(config, list(config.transmissions)).span, strict=True))
+    rows = []
+    for f in fast:
+        old = saved.get(f.transmission)
+        if old is None or old.get("digest") != key:
+            why = ("no row" if old is None else "a row with no case digest (written before "
+                   "they were kept)" if "digest" not in old else "a row of another case")
+            raise InputError(f"{case.name}/{f.transmission}: {why} among the saved rows")
+        rows.append(_row(case, key, config.transmission(f.transmission), f, old["des"],
+                         {"des": old["after_arrivals_s"]["des"],
+                          "fast": f.duration_s - float(spans[f.transmission])}))
+    return rows
+
+
+def digest(case: Case) -> str:
+    """A fingerprint of `case`'s config and settings, kept in each row of it."""
+    text = json.dumps([case.raw, case.settings], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _row(case: Case, key: str, t: Transmission, fast: Metrics, des: dict[str, Any],
+         after: dict[str, float]) -> dict[str, Any]:
+    """One row of `compare`: both engines' metrics (as JSON) and the errors."""
+    other = fast.to_json()
+    return {"case": case.name, "kind": case.kind, "digest": key, "transmission": t.id,
+            "setting": fast.setting.describe(), "arrival": t.arrival,
+            "after_arrivals_s": after, "des": des, "fast": other,
+            "errors": range_errors(other, des)}
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
