@@ -54,10 +54,12 @@ from nictune.simulator.fast_shared import (
     alternation_lost,
     core_share,
     mix_waits,
+    neighbours,
     partners,
     per_packet,
     queue_wait,
     random_share,
+    round_robin,
     wake_load,
 )
 from nictune.simulator.metrics import Metrics
@@ -138,6 +140,15 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         # interrupts slow it down
         ws = np.where(act, per_packet(w, share.high - hard), ws)
     delay = queue_wait(share.resid, share.rho_o)
+    if wl.groups:
+        # round-robin by request bounds what a neighbour with one request at a time costs
+        # a drain; active_wait's packets are a request each, so beside it the wait stays
+        act_load, _ = neighbours(wl, b, w, act)
+        _, turns = neighbours(wl, b, w, bus | pas | wat)
+        ws_rr, wait_rr = round_robin(w, ws, delay, turns, act_load + share.high)
+        bounded = (pas | wat) & (turns > 0)
+        ws = np.where(bounded, ws_rr, ws)
+        delay = np.where(bounded & (act_load <= 0), wait_rr, delay)
     add = np.zeros(shape)  # (the partners' drains)
     part = None
     if wl.groups:

@@ -24,6 +24,9 @@ from nictune.simulator.fast_base import CBR, TINY, Workload
 # the random part of a drain's wait: 4 · resid / (1 − ρ) where the even part is 3 ·
 # (`queue_wait`; chosen on the developed-against fidelity grids, see fast.md)
 RANDOM_WAIT = 4.0 / 3.0
+# a drain's wait is at most this many packets of each other consumer that queues one
+# request at a time (`round_robin`; 1 to 4 measured on the developed-against grids)
+TURNS = 3.0
 
 
 @dataclass
@@ -495,6 +498,38 @@ def alternation_lost(wl: Workload, b: SettingBatch, w: np.ndarray, part: Partner
         grown = q + np.clip(lam - rate, 0.0, None) * spell
         out[:, cols] = np.clip(grown - b.ring_slots[:, cols], 0.0, None) * weight.max(axis=2)
     return out
+
+
+def neighbours(wl: Workload, b: SettingBatch, w: np.ndarray, which: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(Σ λ_j·w_j, Σ w_j) over the other transmissions on each one's core for which
+    `which` (P, T) holds, each weighted by the share of its span they overlap."""
+    load, work = np.zeros(w.shape), np.zeros(w.shape)
+    for cols in wl.groups:
+        start, span = wl.start[cols], wl.span[cols]
+        end = start + span
+        both = np.clip(np.minimum(end[:, None], end[None, :])
+                       - np.maximum(start[:, None], start[None, :]), 0.0, None)
+        on = ((b.irq_core[:, cols, None] == b.irq_core[:, None, cols])
+              & ~np.eye(cols.size, dtype=bool) & which[:, None, cols]) * (
+            both / np.maximum(span, TINY)[:, None])[None]
+        load[:, cols] = np.einsum("pij,pj->pi", on, wl.local[cols] * w[:, cols])
+        work[:, cols] = np.einsum("pij,pj->pi", on, w[:, cols])
+    return load, work
+
+
+def round_robin(w: np.ndarray, ws: np.ndarray, wait: np.ndarray, turns: np.ndarray,
+                first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A batched consumer's cost per packet `ws` and wait before a drain `wait`, bounded
+    by the core's round-robin: a neighbour that queues one request at a time (busy_poll,
+    or a batched consumer draining) gets one packet per packet of the drain, however
+    loaded it is, so a packet costs at most w + Σ w_j (`turns`), and the wait is at most
+    TURNS of those packets each — the one in service and those interleaved while the work
+    that piled up during the wake-up's own Ti lasts. Both are stretched by what is served
+    first (`first`: interrupts, and active_wait's packets, one request each)."""
+    free = np.clip(1.0 - first, 0.02, None)
+    return (np.minimum(ws, (w + turns) / free),
+            np.minimum(wait, TURNS * turns / free))
 
 
 def queue_wait(resid: np.ndarray, rho: np.ndarray) -> np.ndarray:
