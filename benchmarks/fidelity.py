@@ -229,12 +229,11 @@ def _percent(text: str) -> float:
 
 def _saved_des(parser: argparse.ArgumentParser, args: argparse.Namespace
                ) -> dict[tuple[int, str], dict[str, dict[str, Any]]]:
-    """The rows of `--reuse-des` by (grid, case) and transmission; leaves out the sets
-    apart (their DES is not among the rows) and refuses the options that rerun the DES."""
+    """The rows of `--reuse-des` by (grid, case) and transmission; refuses the options
+    that rerun the DES."""
     if args.noise or args.condition:
         parser.error("--reuse-des runs the fast engine only: --noise and --condition "
                      "need the DES")
-    args.pairs = args.bursts = args.defaults = 0
     try:
         with open(args.reuse_des) as fh:
             rows = json.load(fh)
@@ -283,6 +282,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              "of minutes, for iterating on it (the sets apart are left out)")
     args = parser.parse_args(argv)
     saved = _saved_des(parser, args) if args.reuse_des else None
+    if saved is not None:  # (the sets apart: their DES is not among the rows)
+        args.pairs = args.bursts = args.defaults = 0
     grids = [(seed, random_cases(args.cases, seed=seed, packets=args.packets))
              for seed in args.seeds]
     cases = [c for _, c_list in grids for c in c_list]
@@ -319,8 +320,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     s = summary(rows)
     ok = _met(rows)
     print(f"{len(cases)} cases ({len(grids)} grids of {args.cases}), {len(rows)} "
-          f"transmissions, {args.packets} packets per case (shared: split), DES exact, "
-          f"{wall:.0f} s with {args.workers} workers")
+          f"transmissions, {args.packets} packets per case (shared: split), DES exact"
+          f"{' (its rows reused)' if saved is not None else ''}, {wall:.0f} s with "
+          f"{args.workers} workers")
     if saved is not None:
         print(f"(the fast engine only: the DES's rows from {args.reuse_des}, --reuse-des)")
     print(table(rows, detail(rows)))

@@ -134,11 +134,22 @@ def test_fidelity_reuses_the_des_rows_of_an_earlier_run(
     assert "the fast engine only: the DES's rows from" in capsys.readouterr().out
     assert reused["summary"] == out["summary"] and reused["rows"] == out["rows"]
     assert again.read_text() == first.read_text()  # every row, both engines, the same
-    # rows of another case, or none for a case, or options that rerun the DES: refused
+    # the fast engine does run: a saved row's fast side is recomputed, not copied
     rows = json.loads(first.read_text())
+    true_count = rows[0]["fast"]["interrupts"]
+    rows[0]["fast"]["interrupts"] = -1.0
+    first.write_text(json.dumps(rows))
+    fidelity.main([*grid, "--reuse-des", str(first), "--json", str(again)])
+    assert json.loads(again.read_text())[0]["fast"]["interrupts"] == true_count
+    # rows of another case, or none for a case, a row without a DES metric, or options
+    # that rerun the DES: refused
+    rows = json.loads(again.read_text())
+    del rows[1]["des"]["interrupts"]
+    (tmp_path / "partial.json").write_text(json.dumps(rows))
     rows[0]["digest"] = "0" * 16
     first.write_text(json.dumps(rows))
     for argv in ([*grid, "--reuse-des", str(first)],
+                 [*grid, "--reuse-des", str(tmp_path / "partial.json")],
                  [*grid[:2], "--seeds", "4", "--reuse-des", str(again)],
                  [*grid, "--reuse-des", str(again), "--noise"],
                  [*grid, "--reuse-des", str(tmp_path / "missing.json")]):
@@ -148,3 +159,4 @@ def test_fidelity_reuses_the_des_rows_of_an_earlier_run(
     err = capsys.readouterr().err
     assert f"{rows[0]['case']}/{rows[0]['transmission']}: a row of another case" in err
     assert "no row among the saved rows" in err and "need the DES" in err
+    assert "a saved row without the DES's 'interrupts'" in err

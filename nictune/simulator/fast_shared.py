@@ -503,7 +503,8 @@ def alternation_lost(wl: Workload, b: SettingBatch, w: np.ndarray, part: Partner
 def neighbours(wl: Workload, b: SettingBatch, w: np.ndarray, which: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
     """(Σ λ_j·w_j, Σ w_j) over the other transmissions on each one's core for which
-    `which` (P, T) holds, each weighted by the share of its span they overlap."""
+    `which` (P, T) holds (λ_j: the mean rate, bursts and gaps together), each weighted
+    by the share of its span they overlap."""
     load, work = np.zeros(w.shape), np.zeros(w.shape)
     for cols in wl.groups:
         start, span = wl.start[cols], wl.span[cols]
@@ -513,7 +514,7 @@ def neighbours(wl: Workload, b: SettingBatch, w: np.ndarray, which: np.ndarray
         on = ((b.irq_core[:, cols, None] == b.irq_core[:, None, cols])
               & ~np.eye(cols.size, dtype=bool) & which[:, None, cols]) * (
             both / np.maximum(span, TINY)[:, None])[None]
-        load[:, cols] = np.einsum("pij,pj->pi", on, wl.local[cols] * w[:, cols])
+        load[:, cols] = np.einsum("pij,pj->pi", on, wl.rate[cols] * w[:, cols])
         work[:, cols] = np.einsum("pij,pj->pi", on, w[:, cols])
     return load, work
 

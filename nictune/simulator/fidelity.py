@@ -299,8 +299,9 @@ def compare(case: Case, seed: int = 0, noise: bool = False, slower: float = 1.0
 def compare_saved(case: Case, saved: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """`compare(case)` with the DES side taken from `saved` (transmission id → a row an
     earlier `compare` of this case returned) instead of simulated again: only the fast
-    engine runs. Raises InputError when a transmission has no row or the rows are of
-    another case (their `digest` differs); valid while the DES is unchanged."""
+    engine runs. Raises InputError when a transmission has no row, the rows are of
+    another case (their `digest` differs) or lack a metric; valid while the DES is
+    unchanged."""
     config = case.config()
     key = digest(case)
     fast = simulate(config, case.nic_settings(config), engine="fast")
@@ -313,9 +314,13 @@ def compare_saved(case: Case, saved: Mapping[str, dict[str, Any]]) -> list[dict[
             why = ("no row" if old is None else "a row with no case digest (written before "
                    "they were kept)" if "digest" not in old else "a row of another case")
             raise InputError(f"{case.name}/{f.transmission}: {why} among the saved rows")
-        rows.append(_row(case, key, config.transmission(f.transmission), f, old["des"],
-                         {"des": old["after_arrivals_s"]["des"],
-                          "fast": f.duration_s - float(spans[f.transmission])}))
+        try:
+            rows.append(_row(case, key, config.transmission(f.transmission), f, old["des"],
+                             {"des": float(old["after_arrivals_s"]["des"]),
+                              "fast": f.duration_s - float(spans[f.transmission])}))
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(f"{case.name}/{f.transmission}: a saved row without the "
+                             f"DES's {e}") from None
     return rows
 
 

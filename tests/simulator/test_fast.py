@@ -22,6 +22,7 @@ from nictune.model import (
 from nictune.simulator import simulate as simulate_any
 from nictune.simulator.arrivals import arrival_times
 from nictune.simulator.fast import METRIC_KEYS, SettingBatch, evaluate_batch, simulate
+from nictune.simulator.fast_shared import TURNS, round_robin
 from nictune.simulator.fidelity import compare, random_cases
 from nictune.simulator.metrics import CONTRACT_KEYS
 
@@ -1207,3 +1208,13 @@ def test_round_robin_protects_a_drain_from_a_neighbour_s_load() -> None:
     assert max(des_counts) <= 1.05 * min(des_counts)
     for fast_count, des_count in counts:
         assert fast_count == pytest.approx(des_count, rel=0.05)
+
+
+def test_round_robin_bounds_cost_and_wait_by_one_request_each() -> None:
+    """The bounds themselves: a packet costs at most w + Σ w_j and the wait is at most
+    TURNS packets of each, both over what is served first; below them the averages
+    stand."""
+    w, turns, first = np.array([1.0, 1.0]), np.array([0.5, 0.5]), np.array([0.0, 0.5])
+    ws, wait = round_robin(w, np.array([4.0, 1.2]), np.array([9.0, 0.1]), turns, first)
+    assert list(ws) == pytest.approx([1.5, 1.2])  # capped; below the cap of 3.0
+    assert list(wait) == pytest.approx([TURNS * 0.5, 0.1])
