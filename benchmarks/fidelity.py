@@ -320,9 +320,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     s = summary(rows)
     ok = _met(rows)
     print(f"{len(cases)} cases ({len(grids)} grids of {args.cases}), {len(rows)} "
-          f"transmissions, {args.packets} packets per case (shared: split), DES exact"
-          f"{' (its rows reused)' if saved is not None else ''}, {wall:.0f} s with "
-          f"{args.workers} workers")
+          f"transmissions, {args.packets} packets per case (shared: split), DES exact, "
+          f"{wall:.0f} s with {args.workers} workers")
     if saved is not None:
         print(f"(the fast engine only: the DES's rows from {args.reuse_des}, --reuse-des)")
     print(table(rows, detail(rows)))

@@ -143,8 +143,9 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     if wl.groups:
         # round-robin by request bounds what a neighbour with one request at a time costs
         # a drain; active_wait's packets are a request each, so beside it the wait stays
-        act_load, _ = neighbours(wl, b, w, act)
-        _, turns = neighbours(wl, b, w, bus | pas | wat)
+        # (their load at the mean rate: an onoff neighbour's bursts and gaps together)
+        act_load = neighbours(wl, b, wl.rate[None, :] * w, act)
+        turns = neighbours(wl, b, w, bus | pas | wat)
         ws_rr, wait_rr = round_robin(w, ws, delay, turns, act_load + share.high)
         bounded = (pas | wat) & (turns > 0)
         ws = np.where(bounded, ws_rr, ws)

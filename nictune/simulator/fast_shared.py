@@ -453,7 +453,7 @@ def partners(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
                    *(np.zeros(w.shape) for _ in range(2)))
     for cols in wl.groups:
         per, pc = period[:, cols], pas[:, cols]
-        start, span = wl.start[cols], wl.span[cols]
+        start = wl.start[cols]
         offset = np.mod(start[None, :, None] - start[None, None, :], per[:, :, None])
         near = (pc[:, :, None] & ~np.eye(cols.size, dtype=bool)
                 & (b.irq_core[:, cols, None] == b.irq_core[:, None, cols]))
@@ -463,10 +463,7 @@ def partners(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
         same = near & timer
         if not (same.any() or apart.any()):
             continue
-        end = start + span
-        both = np.clip(np.minimum(end[:, None], end[None, :])
-                       - np.maximum(start[:, None], start[None, :]), 0.0, None)
-        overlap = (both / np.maximum(span, TINY)[:, None])[None]  # (1, i, j)
+        overlap = _overlap(wl, cols)[None]  # (1, i, j)
         weight = same * overlap
         lam, wj = wl.local[cols], w[:, cols]
         q = np.minimum(lam * per, b.ring_slots[:, cols])
@@ -500,23 +497,26 @@ def alternation_lost(wl: Workload, b: SettingBatch, w: np.ndarray, part: Partner
     return out
 
 
-def neighbours(wl: Workload, b: SettingBatch, w: np.ndarray, which: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """(Σ λ_j·w_j, Σ w_j) over the other transmissions on each one's core for which
-    `which` (P, T) holds (λ_j: the mean rate, bursts and gaps together), each weighted
-    by the share of its span they overlap."""
-    load, work = np.zeros(w.shape), np.zeros(w.shape)
+def _overlap(wl: Workload, cols: np.ndarray) -> np.ndarray:
+    """(i, j): the share of transmission i's arrival span that j's overlaps (one host's
+    columns `cols`)."""
+    start, span = wl.start[cols], wl.span[cols]
+    end = start + span
+    both = np.clip(np.minimum(end[:, None], end[None, :])
+                   - np.maximum(start[:, None], start[None, :]), 0.0, None)
+    return both / np.maximum(span, TINY)[:, None]
+
+
+def neighbours(wl: Workload, b: SettingBatch, x: np.ndarray, which: np.ndarray
+               ) -> np.ndarray:
+    """Σ x_j (x: (P, T)) over the other transmissions on each one's core for which `which`
+    (P, T) holds, each weighted by the share of its span they overlap."""
+    out = np.zeros(x.shape)
     for cols in wl.groups:
-        start, span = wl.start[cols], wl.span[cols]
-        end = start + span
-        both = np.clip(np.minimum(end[:, None], end[None, :])
-                       - np.maximum(start[:, None], start[None, :]), 0.0, None)
         on = ((b.irq_core[:, cols, None] == b.irq_core[:, None, cols])
-              & ~np.eye(cols.size, dtype=bool) & which[:, None, cols]) * (
-            both / np.maximum(span, TINY)[:, None])[None]
-        load[:, cols] = np.einsum("pij,pj->pi", on, wl.rate[cols] * w[:, cols])
-        work[:, cols] = np.einsum("pij,pj->pi", on, w[:, cols])
-    return load, work
+              & ~np.eye(cols.size, dtype=bool) & which[:, None, cols]) * _overlap(wl, cols)
+        out[:, cols] = np.einsum("pij,pj->pi", on, x[:, cols])
+    return out
 
 
 def round_robin(w: np.ndarray, ws: np.ndarray, wait: np.ndarray, turns: np.ndarray,

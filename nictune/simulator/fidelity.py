@@ -281,10 +281,7 @@ def compare(case: Case, seed: int = 0, noise: bool = False, slower: float = 1.0
     other = slower_cores(config, slower) if slower != 1.0 else config
     fast = (simulate(other, settings, engine="des", seed=second, exact=True) if noise
             else simulate(config, settings, engine="fast", seed=seed))
-    # s from the last arrival to the last delivery, each run's own (the fast engine's
-    # arrivals: evenly spaced at the mean rate, onoff by bursts)
-    spans = dict(zip([t.id for t in config.transmissions],
-                     Workload.build(config, list(config.transmissions)).span, strict=True))
+    spans = _spans(config)
     key = digest(case)
     rows = []
     for d, f in zip(des, fast, strict=True):
@@ -292,7 +289,7 @@ def compare(case: Case, seed: int = 0, noise: bool = False, slower: float = 1.0
         rows.append(_row(case, key, t, f, d.to_json(),
                          {"des": after_arrivals(config, t, d, seed),
                           "fast": after_arrivals(config, t, f, second) if noise
-                          else f.duration_s - float(spans[t.id])}))
+                          else f.duration_s - spans[t.id]}))
     return rows
 
 
@@ -305,8 +302,7 @@ def compare_saved(case: Case, saved: Mapping[str, dict[str, Any]]) -> list[dict[
     config = case.config()
     key = digest(case)
     fast = simulate(config, case.nic_settings(config), engine="fast")
-    spans = dict(zip([t.id for t in config.transmissions],
-                     Workload.build(config, list(config.transmissions)).span, strict=True))
+    spans = _spans(config)
     rows = []
     for f in fast:
         old = saved.get(f.transmission)
@@ -317,11 +313,20 @@ def compare_saved(case: Case, saved: Mapping[str, dict[str, Any]]) -> list[dict[
         try:
             rows.append(_row(case, key, config.transmission(f.transmission), f, old["des"],
                              {"des": float(old["after_arrivals_s"]["des"]),
-                              "fast": f.duration_s - float(spans[f.transmission])}))
+                              "fast": f.duration_s - spans[f.transmission]}))
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"{case.name}/{f.transmission}: a saved row without the "
                              f"DES's {e}") from None
     return rows
+
+
+def _spans(config: Config) -> dict[str, float]:
+    """Each transmission's arrival span in the fast engine (evenly spaced at the mean rate,
+    onoff by bursts): a row's "after_arrivals_s" of the fast engine is its duration less
+    this, the DES's its own (`after_arrivals`)."""
+    return dict(zip([t.id for t in config.transmissions],
+                    Workload.build(config, list(config.transmissions)).span.tolist(),
+                    strict=True))
 
 
 def digest(case: Case) -> str:
@@ -333,11 +338,11 @@ def digest(case: Case) -> str:
 def _row(case: Case, key: str, t: Transmission, fast: Metrics, des: dict[str, Any],
          after: dict[str, float]) -> dict[str, Any]:
     """One row of `compare`: both engines' metrics (as JSON) and the errors."""
-    other = fast.to_json()
+    fast_json = fast.to_json()
     return {"case": case.name, "kind": case.kind, "digest": key, "transmission": t.id,
             "setting": fast.setting.describe(), "arrival": t.arrival,
-            "after_arrivals_s": after, "des": des, "fast": other,
-            "errors": range_errors(other, des)}
+            "after_arrivals_s": after, "des": des, "fast": fast_json,
+            "errors": range_errors(fast_json, des)}
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
