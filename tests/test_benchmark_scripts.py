@@ -160,3 +160,41 @@ def test_fidelity_reuses_the_des_rows_of_an_earlier_run(
     assert f"{rows[0]['case']}/{rows[0]['transmission']}: a row of another case" in err
     assert "no row among the saved rows" in err and "need the DES" in err
     assert "a saved row without the DES's 'interrupts'" in err
+
+
+def test_fidelity_archetypes_counts_misses_per_neighbour_and_reuses_its_des(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    archetypes = importlib.import_module("fidelity_archetypes")
+    argv = ["--cases", "8", "--packets", "600", "--workers", "1"]
+    first, again = tmp_path / "first.json", tmp_path / "again.json"
+    out = archetypes.main([*argv, "--json", str(first)])
+    printed = capsys.readouterr().out
+    for kind in ("busy_poll", "active_wait", "passive_wait", "watermark"):
+        assert f"| beside {kind} | 2 |" in printed
+    assert out["cases"] == 8 and sum(out["per_neighbour"].values()) == out["misses"]
+    rows = json.loads(first.read_text())
+    assert out["misses"] == sum(r["transmission"] == "t0" and r["errors"]["interrupts"] > 0.05
+                                for r in rows["fast"])
+    # the DES's rows reused: the same report, the fast side recomputed
+    true_count = rows["fast"][0]["fast"]["interrupts"]
+    rows["fast"][0]["fast"]["interrupts"] = -1.0
+    first.write_text(json.dumps(rows))
+    reused = archetypes.main([*argv, "--reuse-des", str(first), "--json", str(again)])
+    assert "both DES runs from" in capsys.readouterr().out
+    assert {k: v for k, v in reused.items() if k != "wall_s"} == {
+        k: v for k, v in out.items() if k != "wall_s"}
+    assert json.loads(again.read_text())["fast"][0]["fast"]["interrupts"] == true_count
+    # rows of other cases, a missing second run, a bad file or --cases: exit 2
+    del rows["noise"][3]
+    (tmp_path / "partial.json").write_text(json.dumps(rows))
+    for bad in ([*argv[:2], "--seed", "1", *argv[2:], "--reuse-des", str(again)],
+                [*argv, "--reuse-des", str(tmp_path / "partial.json")],
+                [*argv, "--reuse-des", str(tmp_path / "missing.json")],
+                ["--cases", "0"]):
+        with pytest.raises(SystemExit) as exit_:
+            archetypes.main(bad)
+        assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "a row of another case" in err and "without the DES's second run" in err

@@ -207,6 +207,38 @@ def burst_watermark_cases(count: int, seed: int = 0) -> list[Case]:
     return cases
 
 
+NEIGHBOURS = ("busy_poll", "active_wait", "passive_wait", "watermark")
+
+
+def archetype_cases(count: int, seed: int = 0, packets: int = 20_000) -> list[Case]:
+    """`count` two-transmission cases, the simplest shared core: one batched consumer
+    ("t0": passive_wait or watermark, any arrival process, load 0.05–0.9) beside one
+    neighbour on the same core ("t1": each of `NEIGHBOURS` in turn, Poisson arrivals,
+    load 0–0.8, arriving for all of t0's span), on a host of one core. A model of shared
+    cores has to be right here before it can be right on the grids' mixtures."""
+    rng = np.random.default_rng([seed, 5151])
+    cases = []
+    for i in range(count):
+        costs = _costs(rng)
+        mode = ("passive_wait", "watermark")[int(rng.integers(0, 2))]
+        t0 = _transmission(rng, "t0", "n0", costs, mode, packets, _logu(rng, 0.05, 0.9))
+        kind = NEIGHBOURS[i % len(NEIGHBOURS)]
+        size = int(rng.choice([64, 256, 1500]))
+        load = float(rng.uniform(0.0, 0.8))
+        rate = load / (_work(costs, size) + (costs["irq"] if kind == "active_wait" else 0.0))
+        span = packets / t0["rate"]
+        t1 = {"id": "t1", "nic": "n1", "size": max(10, int(rate * span * 1.05)) * size,
+              "packet_size": size, "rate": rate, "arrival": "poisson"}
+        raw = {"hosts": {"h": {"cores": 1, "costs": costs}},
+               "nics": {"n0": dict(NIC), "n1": dict(NIC)}, "transmissions": [t0, t1]}
+        ring = int(rng.choice([256, 1024, 4096]))
+        settings = {"t0": _setting(rng, mode, ring, t0["rate"], 1),
+                    "t1": _setting(rng, kind, 4096, rate, 1)}
+        cases.append(Case(name=f"arch-{i}-{kind}", kind="shared", raw=raw,
+                          settings=settings))
+    return cases
+
+
 def on_defaults(cases: list[Case]) -> list[Case]:
     """The same configs with every transmission on its default setting (PF_RING's:
     watermark 128, a 0.5 s timeout, 4 096 slots, the NIC's IRQ core): what every plan is

@@ -3,7 +3,7 @@
 A small version of benchmarks/fidelity.py (fixed seed, exact DES runs), so the engines
 cannot drift apart unnoticed. The issue's bounds — median ≤ 2 %, 95th percentile ≤ 5 % of
 the relative error — hold for throughput over all rows and for interrupts on one host
-(benchmarks/fidelity.py over 26 grids of 500 cases: p95 1.94 % and 1.45 %). For shared
+(benchmarks/fidelity.py over 26 grids of 500 cases: p95 1.92 % and 1.45 %). For shared
 cores (a neighbour's drains meeting a consumer's, see docs/engines.md) the median is ≈ 0
 but the tail is long (95th percentile 24 %), and on this short grid (6 000 packets, a few
 hundred wake-ups) one-host passive_wait is noisy; those rows are held to a looser bound
@@ -20,7 +20,9 @@ import pytest
 
 from nictune.simulator import simulate
 from nictune.simulator.fidelity import (
+    NEIGHBOURS,
     Case,
+    archetype_cases,
     band_error,
     burst_watermark_cases,
     compare,
@@ -98,6 +100,37 @@ def test_nic_pair_cases_put_two_transmissions_on_one_nic() -> None:
         on_n0 = [t.id for t in config.transmissions if t.nic == "n0"]
         assert len(on_n0) == 2 and settings[on_n0[0]] == settings[on_n0[1]]
         assert case.kind == "shared"
+
+
+def test_archetype_cases_put_a_batched_consumer_beside_each_kind_of_neighbour() -> None:
+    """benchmarks/fidelity_archetypes.py: two transmissions on the one core of a host, a
+    batched consumer and a Poisson neighbour of each mode in turn, arriving all along."""
+    cases = archetype_cases(12, seed=4, packets=2000)
+    assert [c.settings["t1"]["mode"] for c in cases] == [*NEIGHBOURS] * 3
+    for case in cases:
+        config = case.config()
+        consumer, neighbour = config.transmissions
+        settings = case.nic_settings(config)
+        assert config.hosts["h"].cores == 1 and case.kind == "shared"
+        assert settings["t0"].mode in ("passive_wait", "watermark")
+        assert settings["t0"].irq_core == settings["t1"].irq_core == 0
+        assert neighbour.arrival == "poisson" and consumer.packets == 2000
+        assert neighbour.packets / neighbour.rate >= consumer.packets / consumer.rate
+    assert archetype_cases(3, seed=4) == archetype_cases(3, seed=4)
+    assert archetype_cases(3, seed=4) != archetype_cases(3, seed=5)
+
+
+def test_archetypes_stay_where_the_model_has_them() -> None:
+    """A regression guard, not the issue's bound: beside one neighbour on its core the
+    fast engine misses about a third of the consumers' wake-up counts by more than 5 %
+    (fidelity_archetypes.py over 800 cases: 285, the DES against itself 87; fast.md,
+    "Archetypes"), and half on this short set; throughput agrees."""
+    rows = [r for case in archetype_cases(40, seed=1, packets=6000) for r in compare(case)
+            if r["transmission"] == "t0"]
+    interrupts = np.array([r["errors"]["interrupts"] for r in rows])
+    throughput = np.array([r["errors"]["throughput"] for r in rows])
+    assert np.median(interrupts) <= 0.08 and np.percentile(interrupts, 75) <= 0.2
+    assert np.median(throughput) <= 0.01 and np.percentile(throughput, 90) <= 0.05
 
 
 def test_watermarks_above_a_burst_agree() -> None:

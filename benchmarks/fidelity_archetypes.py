@@ -1,0 +1,181 @@
+"""Fast vs DES on the simplest shared core: one batched consumer beside one neighbour.
+
+The grids' shared hosts mix two to four transmissions of every mode, and there the fast
+engine's interrupt counts miss the DES's most (fast.md). `archetype_cases` takes them
+apart: a passive_wait or watermark consumer ("t0", any arrival process) beside one
+neighbour on its core ("t1": busy_poll, active_wait, passive_wait or watermark, Poisson
+arrivals), on a host of one core. Each case runs in both engines and in the DES a second
+time with another seed (the DES against itself: what no deterministic model can beat).
+The table counts, per kind of neighbour and per load on the core, the consumers whose
+interrupts the fast engine misses by more than 5 % beside those the DES's second seed
+misses by as much (added in the fourteenth session, as the first step of a shared-core
+model built up from such pairs; fast.md, "Archetypes").
+
+Run: `python benchmarks/fidelity_archetypes.py [--cases 800] [--seed 0] [--packets 20000]
+[--workers 2] [--json PATH] [--reuse-des PATH]` (about 2 minutes; `--reuse-des` takes
+both DES runs from the rows an earlier `--json` run wrote and runs the fast engine only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import multiprocessing
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from fidelity import table, worst
+
+from nictune.errors import InputError
+from nictune.simulator.fidelity import (
+    NEIGHBOURS,
+    Case,
+    archetype_cases,
+    compare,
+    compare_saved,
+)
+
+LOADS = ((0.0, 0.5), (0.5, 0.7), (0.7, 0.85), (0.85, 1.0), (1.0, 1.2), (1.2, np.inf))
+_NOISE = functools.partial(compare, noise=True)
+
+
+def offered_load(case: Case) -> float:
+    """The packet work both transmissions bring to the core per second (at the
+    same-core cost, active_wait's interrupts included), as a share of the core."""
+    costs = case.raw["hosts"]["h"]["costs"]
+    load = 0.0
+    for t in case.raw["transmissions"]:
+        work = costs["per_packet"] + t["packet_size"] * costs["per_byte"]
+        if case.settings[t["id"]]["mode"] == "active_wait":
+            work += costs["irq"]
+        load += t["rate"] * work
+    return load
+
+
+def _misses(rows: list[dict[str, Any]]) -> int:
+    return sum(r["errors"]["interrupts"] > 0.05 for r in rows)
+
+
+def counts(rows: list[dict[str, Any]], noise: list[dict[str, Any]],
+           groups: list[tuple[str, Callable[[dict[str, Any]], bool]]]) -> str:
+    """Markdown: per group of consumer rows, how many the fast engine and the DES's second
+    seed miss by more than 5 % in interrupts, and the fast engine's p95."""
+    lines = ["| consumers | n | fast > 5 % | DES seed 1 > 5 % | fast p95 |", "|---" * 5 + "|"]
+    for name, keep in groups:
+        picked = [(r, n) for r, n in zip(rows, noise, strict=True) if keep(r)]
+        if not picked:
+            continue
+        fast = [r for r, _ in picked]
+        p95 = float(np.percentile([r["errors"]["interrupts"] for r in fast], 95))
+        lines.append(f"| {name} | {len(fast)} | {_misses(fast)} | "
+                     f"{_misses([n for _, n in picked])} | {100 * p95:.1f} % |")
+    return "\n".join(lines)
+
+
+def groups() -> list[tuple[str, Callable[[dict[str, Any]], bool]]]:
+    """All consumers, then per neighbour, per load on the core, per mode and arrival."""
+    out: list[tuple[str, Callable[[dict[str, Any]], bool]]] = [("all", lambda r: True)]
+    for kind in NEIGHBOURS:
+        out.append((f"beside {kind}", lambda r, k=kind: r["neighbour"] == k))
+    for lo, hi in LOADS:
+        out.append((f"load {lo:g}–{hi:g}", lambda r, a=lo, b=hi: a <= r["load"] < b))
+    for mode in ("passive_wait", "watermark"):
+        for arrival in ("cbr", "poisson", "onoff"):
+            out.append((f"{mode}, {arrival}", lambda r, m=mode, a=arrival:
+                        r["des"]["setting"]["mode"] == m and r["arrival"] == a))
+    return out
+
+
+def _saved(parser: argparse.ArgumentParser, path: str
+           ) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
+    """The rows of an earlier --json run: run ("fast", "noise") → case → transmission."""
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+        out: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+        for run in ("fast", "noise"):
+            for r in data[run]:
+                out.setdefault(run, {}).setdefault(str(r["case"]), {})[
+                    str(r["transmission"])] = r
+        return out
+    except (OSError, ValueError) as e:
+        parser.error(f"--reuse-des {path}: {e}")
+    except (KeyError, TypeError):
+        parser.error(f"--reuse-des {path}: not the rows of a --json run of this benchmark")
+
+
+def _label(case: Case, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    load = offered_load(case)
+    neighbour = case.settings["t1"]["mode"]
+    return [{**r, "load": load, "neighbour": neighbour} for r in rows]
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=800,
+                        help="cases, an equal share beside each kind of neighbour (800)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--packets", type=int, default=20_000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--json", help="write the rows of both comparisons here")
+    parser.add_argument("--reuse-des", metavar="PATH",
+                        help="take both DES runs from the rows an earlier --json run wrote "
+                             "(same --cases, --seed and --packets) and run the fast engine "
+                             "only")
+    args = parser.parse_args(argv)
+    if args.cases < 1:
+        parser.error(f"--cases must be at least 1, got {args.cases}")
+    if args.packets < 10:
+        parser.error(f"--packets must be at least 10, got {args.packets}")
+    saved = _saved(parser, args.reuse_des) if args.reuse_des else None
+    cases = archetype_cases(args.cases, seed=args.seed, packets=args.packets)
+    start = time.perf_counter()
+    with multiprocessing.Pool(args.workers) as pool:
+        if saved is None:
+            fast = pool.map(compare, cases, chunksize=4)
+            noise = pool.map(_NOISE, cases, chunksize=4)
+        else:
+            try:
+                fast = pool.starmap(compare_saved, [(c, saved["fast"].get(c.name, {}))
+                                                    for c in cases], chunksize=4)
+            except InputError as e:
+                parser.error(f"--reuse-des {args.reuse_des}: {e} (run without it)")
+            noise = [[saved["noise"].get(c.name, {}).get(t["id"]) for t in
+                      c.raw["transmissions"]] for c in cases]
+            if any(r is None for part in noise for r in part):
+                parser.error(f"--reuse-des {args.reuse_des}: a case without the DES's "
+                             "second run (run without it)")
+    wall = time.perf_counter() - start
+    rows = [r for c, part in zip(cases, fast, strict=True) for r in _label(c, part)]
+    again = [r for c, part in zip(cases, noise, strict=True) for r in _label(c, part)]
+    mine = [i for i, r in enumerate(rows) if r["transmission"] == "t0"]
+    consumers, consumers_noise = [rows[i] for i in mine], [again[i] for i in mine]
+    print(f"{len(cases)} cases of archetype_cases (seed {args.seed}), {args.packets} "
+          f"packets per consumer, DES exact, {wall:.0f} s with {args.workers} workers")
+    if saved is not None:
+        print(f"(the fast engine only: both DES runs from {args.reuse_des}, --reuse-des)")
+    print("\nthe consumers' interrupts (load: the packet work both bring to the core):")
+    print(counts(consumers, consumers_noise, groups()))
+    print("\nall rows, consumers and neighbours, fast vs DES:")
+    print(table(rows, [("consumers", lambda r: r["transmission"] == "t0"),
+                       ("neighbours", lambda r: r["transmission"] == "t1")]))
+    print("\nthe DES against itself (seed 0 vs seed 1):")
+    print(table(again, [("consumers", lambda r: r["transmission"] == "t0"),
+                        ("neighbours", lambda r: r["transmission"] == "t1")]))
+    print("\nworst interrupts of the consumers:")
+    print(worst(consumers, "interrupts", k=10))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"fast": rows, "noise": again}, fh)
+    return {"cases": len(cases), "misses": _misses(consumers),
+            "des_misses": _misses(consumers_noise),
+            "per_neighbour": {k: _misses([r for r in consumers if r["neighbour"] == k])
+                              for k in NEIGHBOURS},
+            "wall_s": wall}
+
+
+if __name__ == "__main__":
+    main()
