@@ -527,7 +527,9 @@ def round_robin(w: np.ndarray, ws: np.ndarray, wait: np.ndarray, turns: np.ndarr
     loaded it is, so a packet costs at most w + Σ w_j (`turns`), and the wait is at most
     TURNS of those packets each — the one in service and those interleaved while the work
     that piled up during the wake-up's own Ti lasts. Both are stretched by what is served
-    first (`first`: interrupts, and active_wait's packets, one request each)."""
+    first (`first`: active_wait's interrupts and packets, one request each). The batched
+    neighbours' wake-ups are served first too, but counting them here made more rows
+    worse than better (fast.md, "What changed in the fourteenth session")."""
     free = np.clip(1.0 - first, 0.02, None)
     return (np.minimum(ws, (w + turns) / free),
             np.minimum(wait, TURNS * turns / free))
