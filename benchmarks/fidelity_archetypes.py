@@ -8,17 +8,22 @@ arrivals), on a host of one core. Each case runs in both engines and in the DES 
 time with another seed (the DES against itself: what no deterministic model can beat).
 The table counts, per kind of neighbour and per load on the core, the consumers whose
 interrupts the fast engine misses by more than 5 % beside those the DES's second seed
-misses by as much (added in the fourteenth session, as the first step of a shared-core
-model built up from such pairs; fast.md, "Archetypes").
+misses by as much. Each consumer also runs alone (its neighbour removed) in both engines:
+where the engines agree on it alone and the neighbour moves the DES's count by 5 % or
+more, the second table compares how far the neighbour moves the fast engine's count —
+the neighbour's effect, which a model of shared cores has to get right (added in the
+fourteenth session, as the first step of a shared-core model built up from such pairs;
+fast.md, "One consumer beside one neighbour").
 
 Run: `python benchmarks/fidelity_archetypes.py [--cases 800] [--seed 0] [--packets 20000]
-[--workers 2] [--json PATH] [--reuse-des PATH]` (about 2 minutes; `--reuse-des` takes
-both DES runs from the rows an earlier `--json` run wrote and runs the fast engine only).
+[--workers 2] [--json PATH] [--reuse-des PATH]` (about 4 minutes; `--reuse-des` takes
+the DES runs from the rows an earlier `--json` run wrote and runs the fast engine only).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import json
 import multiprocessing
@@ -38,6 +43,7 @@ from nictune.simulator.fidelity import (
     compare_saved,
 )
 
+RUNS = ("fast", "noise", "alone")  # the JSON's keys: fast vs DES, DES vs DES, alone
 LOADS = ((0.0, 0.5), (0.5, 0.7), (0.7, 0.85), (0.85, 1.0), (1.0, 1.2), (1.2, np.inf))
 _NOISE = functools.partial(compare, noise=True)
 
@@ -91,12 +97,13 @@ def groups() -> list[tuple[str, Callable[[dict[str, Any]], bool]]]:
 
 def _saved(parser: argparse.ArgumentParser, path: str
            ) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
-    """The rows of an earlier --json run: run ("fast", "noise") → case → transmission."""
+    """The rows of an earlier --json run: run ("fast", "noise", "alone") → case →
+    transmission."""
     try:
         with open(path) as fh:
             data = json.load(fh)
         out: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
-        for run in ("fast", "noise"):
+        for run in RUNS:
             for r in data[run]:
                 out.setdefault(run, {}).setdefault(str(r["case"]), {})[
                     str(r["transmission"])] = r
@@ -105,6 +112,51 @@ def _saved(parser: argparse.ArgumentParser, path: str
         parser.error(f"--reuse-des {path}: {e}")
     except (KeyError, TypeError):
         parser.error(f"--reuse-des {path}: not the rows of a --json run of this benchmark")
+
+
+def alone(case: Case) -> Case:
+    """`case` with its consumer alone on the host (the neighbour removed)."""
+    raw = copy.deepcopy(case.raw)
+    raw["transmissions"] = [t for t in raw["transmissions"] if t["id"] == "t0"]
+    return Case(name=f"{case.name}-alone", kind="single", raw=raw,
+                settings={"t0": case.settings["t0"]})
+
+
+def _move(shared: float, by_itself: float) -> float:
+    return (shared - by_itself) / max(by_itself, 1.0)
+
+
+def effect(consumers: list[dict[str, Any]], by_itself: list[dict[str, Any]]
+           ) -> dict[str, dict[str, float | None]]:
+    """Per kind of neighbour ("all" first), over the consumers the engines agree on alone
+    (within 5 %) and whose DES count the neighbour moves by 5 % or more (`n`): how many the
+    fast engine moves the same way (`same`) and the quartiles of its move over the DES's
+    there (`q25`, `median`, `q75`; None if none)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for kind in ("all", *NEIGHBOURS):
+        ratios, n = [], 0
+        for r, a in zip(consumers, by_itself, strict=True):
+            if (kind != "all" and r["neighbour"] != kind) or a["errors"]["interrupts"] > 0.05:
+                continue
+            des = _move(r["des"]["interrupts"], a["des"]["interrupts"])
+            fast = _move(r["fast"]["interrupts"], a["fast"]["interrupts"])
+            if abs(des) >= 0.05:
+                n += 1
+                if fast * des > 0:
+                    ratios.append(fast / des)
+        q = [float(v) for v in np.percentile(ratios, [25, 50, 75])] if ratios else [None] * 3
+        out[kind] = {"n": n, "same": len(ratios), "q25": q[0], "median": q[1], "q75": q[2]}
+    return out
+
+
+def response(stats: dict[str, dict[str, float | None]]) -> str:
+    """`effect` as Markdown."""
+    lines = ["| neighbour | moved ≥ 5 % in the DES | fast moves the same way | fast move / "
+             "DES move: 25 % / median / 75 % |", "|---" * 4 + "|"]
+    for kind, e in stats.items():
+        q = " / ".join("–" if e[k] is None else f"{e[k]:.2f}" for k in ("q25", "median", "q75"))
+        lines.append(f"| {kind} | {e['n']} | {e['same']} | {q} |")
+    return "\n".join(lines)
 
 
 def _label(case: Case, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -120,9 +172,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--packets", type=int, default=20_000)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--json", help="write the rows of both comparisons here")
+    parser.add_argument("--json", help="write the rows of the three comparisons here")
     parser.add_argument("--reuse-des", metavar="PATH",
-                        help="take both DES runs from the rows an earlier --json run wrote "
+                        help="take the DES runs from the rows an earlier --json run wrote "
                              "(same --cases, --seed and --packets) and run the fast engine "
                              "only")
     args = parser.parse_args(argv)
@@ -133,14 +185,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     saved = _saved(parser, args.reuse_des) if args.reuse_des else None
     cases = archetype_cases(args.cases, seed=args.seed, packets=args.packets)
     start = time.perf_counter()
+    lonely = [alone(c) for c in cases]
     with multiprocessing.Pool(args.workers) as pool:
         if saved is None:
             fast = pool.map(compare, cases, chunksize=4)
             noise = pool.map(_NOISE, cases, chunksize=4)
+            by_itself = pool.map(compare, lonely, chunksize=8)
         else:
             try:
-                fast = pool.starmap(compare_saved, [(c, saved["fast"].get(c.name, {}))
-                                                    for c in cases], chunksize=4)
+                fast, by_itself = ([pool.starmap(compare_saved, [
+                    (c, saved[run].get(c.name, {})) for c in group], chunksize=4)
+                    for run, group in (("fast", cases), ("alone", lonely))])
             except InputError as e:
                 parser.error(f"--reuse-des {args.reuse_des}: {e} (run without it)")
             noise = [[saved["noise"].get(c.name, {}).get(t["id"]) for t in
@@ -151,14 +206,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     wall = time.perf_counter() - start
     rows = [r for c, part in zip(cases, fast, strict=True) for r in _label(c, part)]
     again = [r for c, part in zip(cases, noise, strict=True) for r in _label(c, part)]
+    solo = [part[0] for part in by_itself]
     mine = [i for i, r in enumerate(rows) if r["transmission"] == "t0"]
     consumers, consumers_noise = [rows[i] for i in mine], [again[i] for i in mine]
     print(f"{len(cases)} cases of archetype_cases (seed {args.seed}), {args.packets} "
           f"packets per consumer, DES exact, {wall:.0f} s with {args.workers} workers")
     if saved is not None:
-        print(f"(the fast engine only: both DES runs from {args.reuse_des}, --reuse-des)")
+        print(f"(the fast engine only: the DES runs from {args.reuse_des}, --reuse-des)")
     print("\nthe consumers' interrupts (load: the packet work both bring to the core):")
     print(counts(consumers, consumers_noise, groups()))
+    print("\nthe neighbour's effect on the consumers' wake-ups (the count beside it against "
+          "the count alone, in each engine):")
+    moves = effect(consumers, solo)
+    print(response(moves))
     print("\nall rows, consumers and neighbours, fast vs DES:")
     print(table(rows, [("consumers", lambda r: r["transmission"] == "t0"),
                        ("neighbours", lambda r: r["transmission"] == "t1")]))
@@ -169,12 +229,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(worst(consumers, "interrupts", k=10))
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"fast": rows, "noise": again}, fh)
+            json.dump({"fast": rows, "noise": again, "alone": solo}, fh)
     return {"cases": len(cases), "misses": _misses(consumers),
             "des_misses": _misses(consumers_noise),
             "per_neighbour": {k: _misses([r for r in consumers if r["neighbour"] == k])
                               for k in NEIGHBOURS},
-            "wall_s": wall}
+            "effect": moves, "wall_s": wall}
 
 
 if __name__ == "__main__":

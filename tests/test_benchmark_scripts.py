@@ -174,7 +174,12 @@ def test_fidelity_archetypes_counts_misses_per_neighbour_and_reuses_its_des(
     for kind in ("busy_poll", "active_wait", "passive_wait", "watermark"):
         assert f"| beside {kind} | 2 |" in printed
     assert out["cases"] == 8 and sum(out["per_neighbour"].values()) == out["misses"]
+    assert "the neighbour's effect on the consumers' wake-ups" in printed
+    moved = out["effect"]["all"]
+    assert moved["same"] <= moved["n"] <= 8
+    assert moved["n"] == sum(out["effect"][k]["n"] for k in out["per_neighbour"])
     rows = json.loads(first.read_text())
+    assert len(rows["alone"]) == 8 and {r["kind"] for r in rows["alone"]} == {"single"}
     assert out["misses"] == sum(r["transmission"] == "t0" and r["errors"]["interrupts"] > 0.05
                                 for r in rows["fast"])
     # the DES's rows reused: the same report, the fast side recomputed
@@ -182,15 +187,20 @@ def test_fidelity_archetypes_counts_misses_per_neighbour_and_reuses_its_des(
     rows["fast"][0]["fast"]["interrupts"] = -1.0
     first.write_text(json.dumps(rows))
     reused = archetypes.main([*argv, "--reuse-des", str(first), "--json", str(again)])
-    assert "both DES runs from" in capsys.readouterr().out
+    assert "the DES runs from" in capsys.readouterr().out
     assert {k: v for k, v in reused.items() if k != "wall_s"} == {
         k: v for k, v in out.items() if k != "wall_s"}
     assert json.loads(again.read_text())["fast"][0]["fast"]["interrupts"] == true_count
-    # rows of other cases, a missing second run, a bad file or --cases: exit 2
+    # rows of other cases, a missing second run or consumer alone, a bad file or --cases:
+    # exit 2
     del rows["noise"][3]
     (tmp_path / "partial.json").write_text(json.dumps(rows))
+    rows = json.loads(again.read_text())
+    del rows["alone"][5]
+    (tmp_path / "no_alone.json").write_text(json.dumps(rows))
     for bad in ([*argv[:2], "--seed", "1", *argv[2:], "--reuse-des", str(again)],
                 [*argv, "--reuse-des", str(tmp_path / "partial.json")],
+                [*argv, "--reuse-des", str(tmp_path / "no_alone.json")],
                 [*argv, "--reuse-des", str(tmp_path / "missing.json")],
                 ["--cases", "0"]):
         with pytest.raises(SystemExit) as exit_:
@@ -198,3 +208,4 @@ def test_fidelity_archetypes_counts_misses_per_neighbour_and_reuses_its_des(
         assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "a row of another case" in err and "without the DES's second run" in err
+    assert "-alone/t0: no row among the saved rows" in err
