@@ -59,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from nictune.argtypes import count, out_file
 from nictune.errors import InputError
 from nictune.simulator.fidelity import (
     MEASURES,
@@ -250,29 +251,30 @@ def _saved_des(parser: argparse.ArgumentParser, args: argparse.Namespace
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=500)
-    parser.add_argument("--packets", type=int, default=30_000)
+    parser.add_argument("--cases", type=count(1), default=500)
+    parser.add_argument("--packets", type=count(10), default=30_000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[*DEVELOPED, *HELD_OUT],
                         help="one grid of --cases per seed (default: 0-5 and 20-29, the "
                              "grids the model was developed against, and 60-69, held out)")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=count(1), default=2)
     parser.add_argument("--noise", action="store_true",
                         help="also measure the DES against itself (a second seed)")
-    parser.add_argument("--pairs", type=int, default=300,
+    parser.add_argument("--pairs", type=count(0), default=300,
                         help="cases of one NIC with two transmissions, reported apart "
                              "(default 300)")
-    parser.add_argument("--bursts", type=int, default=300,
+    parser.add_argument("--bursts", type=count(0), default=300,
                         help="cases of onoff woken by a watermark above a burst, reported "
                              "apart (default 300)")
-    parser.add_argument("--defaults", type=int, default=300,
+    parser.add_argument("--defaults", type=count(0), default=300,
                         help="configs on their default setting, reported apart with the "
                              "DES against itself (default 300)")
     parser.add_argument("--condition", type=_percent, default=0.0, metavar="PCT",
                         help="also run the DES on cores PCT %% slower and PCT %% faster (same "
                              "seed): how far that moves the DES, and the fast engine against "
                              "the DES's range over the three (default: off)")
-    parser.add_argument("--json", help="write every row (both engines' metrics; with "
-                        "--condition, the DES's on the slower and faster cores too) here")
+    parser.add_argument("--json", type=out_file,
+                        help="write every row (both engines' metrics; with --condition, the "
+                             "DES's on the slower and faster cores too) here")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 when the goal is not met (default: report it only)")
     parser.add_argument("--reuse-des", metavar="PATH",
@@ -368,6 +370,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if speeds:  # the DES on the slower and the faster cores, beside each row
             rows = [{**r, "des_slower": slow["fast"], "des_faster": fast["fast"]}
                     for r, slow, fast in zip(rows, *speeds, strict=True)]
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         with open(args.json, "w") as fh:
             json.dump(rows, fh)
     return {"summary": s, "ok": ok, "strict": args.strict, "cases": len(cases),

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from fidelity import table, worst
 
+from nictune.argtypes import count, out_file
 from nictune.errors import InputError
 from nictune.simulator.fidelity import (
     NEIGHBOURS,
@@ -167,21 +168,18 @@ def _label(case: Case, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=800,
+    parser.add_argument("--cases", type=count(1), default=800,
                         help="cases, an equal share beside each kind of neighbour (800)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--packets", type=int, default=20_000)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--json", help="write the rows of the three comparisons here")
+    parser.add_argument("--packets", type=count(10), default=20_000)
+    parser.add_argument("--workers", type=count(1), default=2)
+    parser.add_argument("--json", type=out_file,
+                        help="write the rows of the three comparisons here")
     parser.add_argument("--reuse-des", metavar="PATH",
                         help="take the DES runs from the rows an earlier --json run wrote "
                              "(same --cases, --seed and --packets) and run the fast engine "
                              "only")
     args = parser.parse_args(argv)
-    if args.cases < 1:
-        parser.error(f"--cases must be at least 1, got {args.cases}")
-    if args.packets < 10:
-        parser.error(f"--packets must be at least 10, got {args.packets}")
     saved = _saved(parser, args.reuse_des) if args.reuse_des else None
     cases = archetype_cases(args.cases, seed=args.seed, packets=args.packets)
     start = time.perf_counter()
@@ -228,6 +226,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print("\nworst interrupts of the consumers:")
     print(worst(consumers, "interrupts", k=10))
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         with open(args.json, "w") as fh:
             json.dump({"fast": rows, "noise": again, "alone": solo}, fh)
     return {"cases": len(cases), "misses": _misses(consumers),

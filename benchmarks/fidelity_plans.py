@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from nictune.argtypes import count
 from nictune.optimizer.checkpoint import Options
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
@@ -64,13 +65,13 @@ def run_case(job: tuple[Case, int, int]) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=40)
-    parser.add_argument("--shared", type=int, default=40)
-    parser.add_argument("--packets", type=int, default=30_000)
-    parser.add_argument("--population", type=int, default=32)
-    parser.add_argument("--generations", type=int, default=15)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--worst", type=int, default=5, help="rows of the worst list")
+    parser.add_argument("--pairs", type=count(0), default=40)
+    parser.add_argument("--shared", type=count(0), default=40)
+    parser.add_argument("--packets", type=count(10), default=30_000)
+    parser.add_argument("--population", type=count(4), default=32)
+    parser.add_argument("--generations", type=count(1), default=15)
+    parser.add_argument("--workers", type=count(1), default=2)
+    parser.add_argument("--worst", type=count(0), default=5, help="rows of the worst list")
     args = parser.parse_args(argv)
     cases = nic_pair_cases(args.pairs, seed=11, packets=args.packets)
     shared = [c for c in random_cases(args.shared * 6, seed=12, packets=args.packets)

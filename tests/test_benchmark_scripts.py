@@ -209,3 +209,26 @@ def test_fidelity_archetypes_counts_misses_per_neighbour_and_reuses_its_des(
     err = capsys.readouterr().err
     assert "a row of another case" in err and "without the DES's second run" in err
     assert "-alone/t0: no row among the saved rows" in err
+
+
+@pytest.mark.parametrize("script, argv, message", [
+    ("fidelity", ["--workers", "0"], "--workers: must be at least 1, got 0"),
+    ("fidelity", ["--cases", "0"], "--cases: must be at least 1, got 0"),
+    ("fidelity", ["--pairs", "-1"], "--pairs: must be at least 0, got -1"),
+    ("fidelity", ["--json", "/etc/passwd/rows.json"], "/etc/passwd is not a directory"),
+    ("fidelity_archetypes", ["--packets", "5"], "--packets: must be at least 10, got 5"),
+    ("fidelity_archetypes", ["--json", "/etc/passwd/rows.json"],
+     "/etc/passwd is not a directory"),
+    ("fidelity_plans", ["--population", "2"], "--population: must be at least 4, got 2"),
+    ("fidelity_plans", ["--workers", "x"], "expected a whole number, got 'x'"),
+])
+def test_fidelity_scripts_refuse_bad_options_before_running(
+        script: str, argv: list[str], message: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bad option is one line and exit code 2 at once, not a traceback minutes later
+    (a --json path that cannot be written used to fail after the whole run)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    with pytest.raises(SystemExit) as exit_:
+        importlib.import_module(script).main(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
