@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nictune.argtypes import count
 from nictune.deploy.group import run_group
 from nictune.deploy.inventory import HostInventory, load_inventory
 from nictune.deploy.lab import Lab, LabUnavailable, check_lab_possible, lab_hosts
@@ -250,9 +251,9 @@ def _rollback(host: HostInventory) -> Any:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hosts", type=int, default=20)
-    parser.add_argument("--trials", type=int, default=50)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--hosts", type=count(1), default=20)
+    parser.add_argument("--trials", type=count(0), default=50)
+    parser.add_argument("--seed", type=count(0), default=1)
     args = parser.parse_args()
     try:
         check_lab_possible()

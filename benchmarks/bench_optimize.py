@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from nictune.argtypes import count
 from nictune.model import MODES, Config, NicSetting, load_config
 from nictune.optimizer.checkpoint import Options
 from nictune.optimizer.encoding import Encoding
@@ -197,7 +198,7 @@ def bench_rack(seeds: int) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-wall", action="store_true")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=count(1), default=3)
     args = parser.parse_args()
     ok = True
     print("# bench_optimize\n")

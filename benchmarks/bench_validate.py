@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nictune.argtypes import count, number
 from nictune.cli import main as nictune
 from nictune.deploy.inventory import load_inventory
 from nictune.deploy.lab import LabUnavailable, check_lab_possible, lab_hosts
@@ -138,8 +139,8 @@ def table(val: dict[str, Any], cal: dict[str, Any], flood: dict[str, Any],
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--repeats", type=count(1), default=5)
+    parser.add_argument("--scale", type=number(1e-6, 1.0), default=1.0)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     try:

@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=count(1), default=500)
     parser.add_argument("--packets", type=count(10), default=30_000)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[*DEVELOPED, *HELD_OUT],
+    parser.add_argument("--seeds", type=count(0), nargs="+", default=[*DEVELOPED, *HELD_OUT],
                         help="one grid of --cases per seed (default: 0-5 and 20-29, the "
                              "grids the model was developed against, and 60-69, held out)")
     parser.add_argument("--workers", type=count(1), default=2)

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from nictune.argtypes import count
 from nictune.model import Config, NicSetting, load_config
 from nictune.optimizer.checkpoint import Options
 from nictune.optimizer.encoding import Encoding
@@ -84,7 +85,7 @@ def row(label: str, e: dict[str, Any]) -> str:
 
 def main() -> list[tuple[str, dict[str, Any]]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3, help="optimizer seeds (default 3)")
+    parser.add_argument("--seeds", type=count(1), default=3, help="optimizer seeds (default 3)")
     args = parser.parse_args()
     config = load_config(RACK)
     results = [(label, errors(config, s)) for label, s in setting_sets(config, args.seeds)]
