@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from nictune.argtypes import count, out_file
+from nictune.argtypes import count, number, out_file
 from nictune.errors import InputError
 from nictune.simulator.fidelity import (
     MEASURES,
@@ -165,7 +165,7 @@ def _within_noise(rows: list[dict[str, Any]], noise: list[dict[str, Any]]) -> in
                for r, n in zip(rows, noise, strict=True))
 
 
-def _misses(rows: list[dict[str, Any]]) -> np.ndarray:
+def misses(rows: list[dict[str, Any]]) -> np.ndarray:
     """Per row, whether its interrupts are off by more than 5 %."""
     return np.array([r["errors"]["interrupts"] > 0.05 for r in rows], dtype=bool)
 
@@ -179,7 +179,7 @@ def _either_way(runs: list[list[dict[str, Any]]]) -> np.ndarray:
 def _moved(rows: list[dict[str, Any]], runs: list[list[dict[str, Any]]]) -> int:
     """Rows above 5 % in interrupts where one of `runs` moves the DES's own count by more
     than 5 %."""
-    return int((_misses(rows) & (_either_way(runs) > 0.05)).sum())
+    return int((misses(rows) & (_either_way(runs) > 0.05)).sum())
 
 
 def against_range(rows: list[dict[str, Any]], runs: list[list[dict[str, Any]]]
@@ -204,7 +204,7 @@ def _print_range(rows: list[dict[str, Any]], runs: list[list[dict[str, Any]]], p
     either = _either_way(runs)
     print(f"interrupts: the larger of the two moves of the DES per row, median "
           f"{_pct(float(np.median(either)))}, p95 {_pct(float(np.percentile(either, 95)))}; "
-          f"on {_moved(rows, runs)} of the {_misses(rows).sum()} rows above 5 % a core {pct} "
+          f"on {_moved(rows, runs)} of the {misses(rows).sum()} rows above 5 % a core {pct} "
           "slower or faster moves the DES itself by more than 5 %")
     print(f"\nthe fast engine against the range of the DES over cores {pct} slower, "
           "as given and faster (0 inside it):")
@@ -217,17 +217,6 @@ def _met(rows: list[dict[str, Any]]) -> bool:
                for m in ("throughput", "interrupts"))
 
 
-def _percent(text: str) -> float:
-    """A --condition value: a share of the costs in (0, 100), or 0 for off."""
-    try:
-        pct = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (0.0 <= pct < 100.0):
-        raise argparse.ArgumentTypeError(f"must be at least 0 and below 100, got {text}")
-    return pct
-
-
 def _saved_des(parser: argparse.ArgumentParser, args: argparse.Namespace
                ) -> dict[tuple[int, str], dict[str, dict[str, Any]]]:
     """The rows of `--reuse-des` by (grid, case) and transmission; refuses the options
@@ -235,18 +224,25 @@ def _saved_des(parser: argparse.ArgumentParser, args: argparse.Namespace
     if args.noise or args.condition:
         parser.error("--reuse-des runs the fast engine only: --noise and --condition "
                      "need the DES")
+    rows = saved_rows(parser, args.reuse_des)
+    out: dict[tuple[int, str], dict[str, dict[str, Any]]] = {}
     try:
-        with open(args.reuse_des) as fh:
-            rows = json.load(fh)
-        out: dict[tuple[int, str], dict[str, dict[str, Any]]] = {}
         for r in rows:
             out.setdefault((int(r["grid"]), str(r["case"])), {})[str(r["transmission"])] = r
-    except (OSError, ValueError) as e:
-        parser.error(f"--reuse-des {args.reuse_des}: {e}")
-    except (KeyError, TypeError):
+    except (KeyError, TypeError, ValueError):
         parser.error(f"--reuse-des {args.reuse_des}: not the rows of a --json run of "
                      "this benchmark")
     return out
+
+
+def saved_rows(parser: argparse.ArgumentParser, path: str) -> Any:
+    """The JSON an earlier `--json` run wrote at `path` (exit 2 with one line if it cannot
+    be read)."""
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError) as e:
+        parser.error(f"--reuse-des {path}: {e}")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -268,7 +264,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--defaults", type=count(0), default=300,
                         help="configs on their default setting, reported apart with the "
                              "DES against itself (default 300)")
-    parser.add_argument("--condition", type=_percent, default=0.0, metavar="PCT",
+    parser.add_argument("--condition", type=number(0.0, 99.0, " %"), default=0.0,
+                        metavar="PCT",
                         help="also run the DES on cores PCT %% slower and PCT %% faster (same "
                              "seed): how far that moves the DES, and the fast engine against "
                              "the DES's range over the three (default: off)")
@@ -330,7 +327,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if noise:
         print("\nthe DES against itself (seed 0 vs seed 1), the noise floor:")
         print(table(noise, HOSTS))
-        print(f"interrupts: {_within_noise(rows, noise)} of the {_misses(rows).sum()} rows "
+        print(f"interrupts: {_within_noise(rows, noise)} of the {misses(rows).sum()} rows "
               "above 5 % are within the DES's own seed-to-seed difference")
     pct = f"{args.condition:g} %"
     if speeds:

@@ -8,10 +8,12 @@ arrivals), on a host of one core. Each case runs in both engines and in the DES 
 time with another seed (the DES against itself: what no deterministic model can beat).
 The table counts, per kind of neighbour and per load on the core, the consumers whose
 interrupts the fast engine misses by more than 5 % beside those the DES's second seed
-misses by as much. Each consumer also runs alone (its neighbour removed) in both engines:
-where the engines agree on it alone and the neighbour moves the DES's count by 5 % or
-more, the second table compares how far the neighbour moves the fast engine's count —
-the neighbour's effect, which a model of shared cores has to get right (added in the
+misses by as much. Each consumer also runs alone (its neighbour removed), in both engines
+and in the DES's second seed: where the engines agree on it alone and the neighbour moves
+the DES's count by 5 % or more, the second table compares how far the neighbour moves
+the fast engine's count, and the second seed's, with how far it moves the DES's — the
+neighbour's effect, which a model of shared cores has to get right, and how closely the
+DES reproduces it itself (added in the
 fourteenth session, as the first step of a shared-core model built up from such pairs;
 fast.md, "One consumer beside one neighbour").
 
@@ -32,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from fidelity import table, worst
+from fidelity import misses, saved_rows, table, worst
 
 from nictune.argtypes import count, out_file
 from nictune.errors import InputError
@@ -42,28 +44,18 @@ from nictune.simulator.fidelity import (
     archetype_cases,
     compare,
     compare_saved,
+    digest,
+    packet_load,
 )
 
-RUNS = ("fast", "noise", "alone")  # the JSON's keys: fast vs DES, DES vs DES, alone
+# the JSON's keys: fast vs DES and the DES against itself, beside the neighbour and alone
+RUNS = ("fast", "noise", "alone", "alone_noise")
 LOADS = ((0.0, 0.5), (0.5, 0.7), (0.7, 0.85), (0.85, 1.0), (1.0, 1.2), (1.2, np.inf))
 _NOISE = functools.partial(compare, noise=True)
 
 
-def offered_load(case: Case) -> float:
-    """The packet work both transmissions bring to the core per second (at the
-    same-core cost, active_wait's interrupts included), as a share of the core."""
-    costs = case.raw["hosts"]["h"]["costs"]
-    load = 0.0
-    for t in case.raw["transmissions"]:
-        work = costs["per_packet"] + t["packet_size"] * costs["per_byte"]
-        if case.settings[t["id"]]["mode"] == "active_wait":
-            work += costs["irq"]
-        load += t["rate"] * work
-    return load
-
-
-def _misses(rows: list[dict[str, Any]]) -> int:
-    return sum(r["errors"]["interrupts"] > 0.05 for r in rows)
+def _count(rows: list[dict[str, Any]]) -> int:
+    return int(misses(rows).sum())
 
 
 def counts(rows: list[dict[str, Any]], noise: list[dict[str, Any]],
@@ -77,8 +69,8 @@ def counts(rows: list[dict[str, Any]], noise: list[dict[str, Any]],
             continue
         fast = [r for r, _ in picked]
         p95 = float(np.percentile([r["errors"]["interrupts"] for r in fast], 95))
-        lines.append(f"| {name} | {len(fast)} | {_misses(fast)} | "
-                     f"{_misses([n for _, n in picked])} | {100 * p95:.1f} % |")
+        lines.append(f"| {name} | {len(fast)} | {_count(fast)} | "
+                     f"{_count([n for _, n in picked])} | {100 * p95:.1f} % |")
     return "\n".join(lines)
 
 
@@ -98,21 +90,30 @@ def groups() -> list[tuple[str, Callable[[dict[str, Any]], bool]]]:
 
 def _saved(parser: argparse.ArgumentParser, path: str
            ) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
-    """The rows of an earlier --json run: run ("fast", "noise", "alone") → case →
-    transmission."""
+    """The rows of an earlier --json run: run (`RUNS`) → case → transmission."""
+    data = saved_rows(parser, path)
+    out: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     try:
-        with open(path) as fh:
-            data = json.load(fh)
-        out: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
         for run in RUNS:
             for r in data[run]:
                 out.setdefault(run, {}).setdefault(str(r["case"]), {})[
                     str(r["transmission"])] = r
-        return out
-    except (OSError, ValueError) as e:
-        parser.error(f"--reuse-des {path}: {e}")
     except (KeyError, TypeError):
         parser.error(f"--reuse-des {path}: not the rows of a --json run of this benchmark")
+    return out
+
+
+def _second_runs(saved: dict[str, dict[str, dict[str, Any]]], cases: list[Case]
+                 ) -> list[list[dict[str, Any]]] | None:
+    """The DES's second runs of `cases` among `saved` (None if one is missing or of
+    another case)."""
+    out = []
+    for c in cases:
+        rows = [saved.get(c.name, {}).get(t["id"]) for t in c.raw["transmissions"]]
+        if any(r is None or r.get("digest") != digest(c) for r in rows):
+            return None
+        out.append(rows)
+    return out
 
 
 def alone(case: Case) -> Case:
@@ -127,41 +128,49 @@ def _move(shared: float, by_itself: float) -> float:
     return (shared - by_itself) / max(by_itself, 1.0)
 
 
-def effect(consumers: list[dict[str, Any]], by_itself: list[dict[str, Any]]
-           ) -> dict[str, dict[str, float | None]]:
+def effect(consumers: list[dict[str, Any]], by_itself: list[dict[str, Any]],
+           agree: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
     """Per kind of neighbour ("all" first), over the consumers the engines agree on alone
-    (within 5 %) and whose DES count the neighbour moves by 5 % or more (`n`): how many the
-    fast engine moves the same way (`same`) and the quartiles of its move over the DES's
-    there (`q25`, `median`, `q75`; None if none)."""
+    (`agree`: the fast engine's rows alone, within 5 %) and whose DES count the neighbour
+    moves by 5 % or more (`n`): how many the second run ("fast" of `consumers` and
+    `by_itself`: the fast engine, or the DES with another seed) moves the same way
+    (`same`) and the quartiles of its move over the DES's there (`q25`, `median`, `q75`;
+    None if none)."""
     out: dict[str, dict[str, float | None]] = {}
     for kind in ("all", *NEIGHBOURS):
         ratios, n = [], 0
-        for r, a in zip(consumers, by_itself, strict=True):
-            if (kind != "all" and r["neighbour"] != kind) or a["errors"]["interrupts"] > 0.05:
+        for r, a, g in zip(consumers, by_itself, agree, strict=True):
+            if (kind != "all" and r["neighbour"] != kind) or g["errors"]["interrupts"] > 0.05:
                 continue
             des = _move(r["des"]["interrupts"], a["des"]["interrupts"])
-            fast = _move(r["fast"]["interrupts"], a["fast"]["interrupts"])
+            second = _move(r["fast"]["interrupts"], a["fast"]["interrupts"])
             if abs(des) >= 0.05:
                 n += 1
-                if fast * des > 0:
-                    ratios.append(fast / des)
+                if second * des > 0:
+                    ratios.append(second / des)
         q = [float(v) for v in np.percentile(ratios, [25, 50, 75])] if ratios else [None] * 3
         out[kind] = {"n": n, "same": len(ratios), "q25": q[0], "median": q[1], "q75": q[2]}
     return out
 
 
-def response(stats: dict[str, dict[str, float | None]]) -> str:
-    """`effect` as Markdown."""
+def response(fast: dict[str, dict[str, float | None]],
+             des: dict[str, dict[str, float | None]]) -> str:
+    """`effect` of the fast engine and of the DES's second seed, as Markdown."""
+    def quartiles(e: dict[str, float | None]) -> str:
+        return " / ".join("–" if e[k] is None else f"{e[k]:.2f}"
+                          for k in ("q25", "median", "q75"))
+
     lines = ["| neighbour | moved ≥ 5 % in the DES | fast moves the same way | fast move / "
-             "DES move: 25 % / median / 75 % |", "|---" * 4 + "|"]
-    for kind, e in stats.items():
-        q = " / ".join("–" if e[k] is None else f"{e[k]:.2f}" for k in ("q25", "median", "q75"))
-        lines.append(f"| {kind} | {e['n']} | {e['same']} | {q} |")
+             "DES move: 25 % / median / 75 % | DES seed 1: the same way | its move / DES "
+             "move |", "|---" * 6 + "|"]
+    for kind, e in fast.items():
+        lines.append(f"| {kind} | {e['n']} | {e['same']} | {quartiles(e)} | "
+                     f"{des[kind]['same']} | {quartiles(des[kind])} |")
     return "\n".join(lines)
 
 
 def _label(case: Case, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    load = offered_load(case)
+    load = packet_load(case)
     neighbour = case.settings["t1"]["mode"]
     return [{**r, "load": load, "neighbour": neighbour} for r in rows]
 
@@ -174,7 +183,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--packets", type=count(10), default=20_000)
     parser.add_argument("--workers", type=count(1), default=2)
     parser.add_argument("--json", type=out_file,
-                        help="write the rows of the three comparisons here")
+                        help="write the rows of the four comparisons here")
     parser.add_argument("--reuse-des", metavar="PATH",
                         help="take the DES runs from the rows an earlier --json run wrote "
                              "(same --cases, --seed and --packets) and run the fast engine "
@@ -189,6 +198,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             fast = pool.map(compare, cases, chunksize=4)
             noise = pool.map(_NOISE, cases, chunksize=4)
             by_itself = pool.map(compare, lonely, chunksize=8)
+            lone_noise = pool.map(_NOISE, lonely, chunksize=8)
         else:
             try:
                 fast, by_itself = ([pool.starmap(compare_saved, [
@@ -196,15 +206,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     for run, group in (("fast", cases), ("alone", lonely))])
             except InputError as e:
                 parser.error(f"--reuse-des {args.reuse_des}: {e} (run without it)")
-            noise = [[saved["noise"].get(c.name, {}).get(t["id"]) for t in
-                      c.raw["transmissions"]] for c in cases]
-            if any(r is None for part in noise for r in part):
+            noise = _second_runs(saved["noise"], cases)
+            lone_noise = _second_runs(saved["alone_noise"], lonely)
+            if noise is None or lone_noise is None:
                 parser.error(f"--reuse-des {args.reuse_des}: a case without the DES's "
                              "second run (run without it)")
     wall = time.perf_counter() - start
     rows = [r for c, part in zip(cases, fast, strict=True) for r in _label(c, part)]
     again = [r for c, part in zip(cases, noise, strict=True) for r in _label(c, part)]
     solo = [part[0] for part in by_itself]
+    solo_noise = [part[0] for part in lone_noise]
     mine = [i for i, r in enumerate(rows) if r["transmission"] == "t0"]
     consumers, consumers_noise = [rows[i] for i in mine], [again[i] for i in mine]
     print(f"{len(cases)} cases of archetype_cases (seed {args.seed}), {args.packets} "
@@ -215,8 +226,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(counts(consumers, consumers_noise, groups()))
     print("\nthe neighbour's effect on the consumers' wake-ups (the count beside it against "
           "the count alone, in each engine):")
-    moves = effect(consumers, solo)
-    print(response(moves))
+    moves, des_moves = effect(consumers, solo, solo), effect(consumers_noise, solo_noise, solo)
+    print(response(moves, des_moves))
     print("\nall rows, consumers and neighbours, fast vs DES:")
     print(table(rows, [("consumers", lambda r: r["transmission"] == "t0"),
                        ("neighbours", lambda r: r["transmission"] == "t1")]))
@@ -228,12 +239,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         with open(args.json, "w") as fh:
-            json.dump({"fast": rows, "noise": again, "alone": solo}, fh)
-    return {"cases": len(cases), "misses": _misses(consumers),
-            "des_misses": _misses(consumers_noise),
-            "per_neighbour": {k: _misses([r for r in consumers if r["neighbour"] == k])
+            json.dump({"fast": rows, "noise": again, "alone": solo,
+                       "alone_noise": solo_noise}, fh)
+    return {"cases": len(cases), "misses": _count(consumers),
+            "des_misses": _count(consumers_noise),
+            "per_neighbour": {k: _count([r for r in consumers if r["neighbour"] == k])
                               for k in NEIGHBOURS},
-            "effect": moves, "wall_s": wall}
+            "effect": moves, "des_effect": des_moves, "wall_s": wall}
 
 
 if __name__ == "__main__":

@@ -178,8 +178,11 @@ def test_fidelity_archetypes_counts_misses_per_neighbour_and_reuses_its_des(
     moved = out["effect"]["all"]
     assert moved["same"] <= moved["n"] <= 8
     assert moved["n"] == sum(out["effect"][k]["n"] for k in out["per_neighbour"])
+    assert out["des_effect"]["all"]["n"] == moved["n"]  # (the same consumers)
     rows = json.loads(first.read_text())
-    assert len(rows["alone"]) == 8 and {r["kind"] for r in rows["alone"]} == {"single"}
+    assert len(rows["alone"]) == len(rows["alone_noise"]) == 8
+    assert {r["kind"] for r in rows["alone"]} == {"single"}
+    assert {r["fast"]["engine"] for r in rows["alone_noise"]} == {"des"}
     assert out["misses"] == sum(r["transmission"] == "t0" and r["errors"]["interrupts"] > 0.05
                                 for r in rows["fast"])
     # the DES's rows reused: the same report, the fast side recomputed
@@ -198,9 +201,13 @@ def test_fidelity_archetypes_counts_misses_per_neighbour_and_reuses_its_des(
     rows = json.loads(again.read_text())
     del rows["alone"][5]
     (tmp_path / "no_alone.json").write_text(json.dumps(rows))
+    rows = json.loads(again.read_text())
+    rows["alone_noise"][2]["digest"] = "0" * 16
+    (tmp_path / "other_alone.json").write_text(json.dumps(rows))
     for bad in ([*argv[:2], "--seed", "1", *argv[2:], "--reuse-des", str(again)],
                 [*argv, "--reuse-des", str(tmp_path / "partial.json")],
                 [*argv, "--reuse-des", str(tmp_path / "no_alone.json")],
+                [*argv, "--reuse-des", str(tmp_path / "other_alone.json")],
                 [*argv, "--reuse-des", str(tmp_path / "missing.json")],
                 ["--cases", "0"]):
         with pytest.raises(SystemExit) as exit_:

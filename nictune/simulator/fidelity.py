@@ -239,6 +239,17 @@ def archetype_cases(count: int, seed: int = 0, packets: int = 20_000) -> list[Ca
     return cases
 
 
+def packet_load(case: Case) -> float:
+    """The packet work a case's transmissions bring to a core per second, at the same-core
+    cost (active_wait's interrupts included, the batched modes' wake-ups not), as a share
+    of the core: the load `archetype_cases` puts on its one core."""
+    costs = case.raw["hosts"]["h"]["costs"]
+    return sum(t["rate"] * (_work(costs, t["packet_size"])
+                            + (costs["irq"] if case.settings[t["id"]]["mode"] == "active_wait"
+                               else 0.0))
+               for t in case.raw["transmissions"])
+
+
 def on_defaults(cases: list[Case]) -> list[Case]:
     """The same configs with every transmission on its default setting (PF_RING's:
     watermark 128, a 0.5 s timeout, 4 096 slots, the NIC's IRQ core): what every plan is

@@ -124,7 +124,8 @@ def test_archetypes_stay_where_the_model_has_them() -> None:
     """A regression guard, not the issue's bound: beside one neighbour on its core the
     fast engine misses about a third of the consumers' wake-up counts by more than 5 %
     (fidelity_archetypes.py over 800 cases: 285, the DES against itself 87; fast.md,
-    "Archetypes"), and half on this short set; throughput agrees."""
+    "One consumer beside one neighbour"), and half on this short set; throughput
+    agrees."""
     rows = [r for case in archetype_cases(40, seed=1, packets=6000) for r in compare(case)
             if r["transmission"] == "t0"]
     interrupts = np.array([r["errors"]["interrupts"] for r in rows])
