@@ -3,7 +3,7 @@ wakes it, the drain takes what the ring holds and what arrives meanwhile, and th
 tick comes ⌈(Ti + wait + drain)/T⌉ periods later.
 
 `passive` picks a model per element: cbr cycles followed packet by packet
-(`_passive_cbr`, `_Cycles`), onoff bursts followed at their offsets against the ticks
+(`_passive_cbr`, `Cycles`), onoff bursts followed at their offsets against the ticks
 (`_passive_onoff`) or burst by burst past λw = 1 (`_passive_bursts`), the stationary
 distribution of a Markov chain on the ring content for Poisson with few packets a tick
 (`_passive_chain`) or on bins of it past λw = 0.4 (`_passive_binned`), and an iterated
@@ -25,6 +25,7 @@ from nictune.simulator.fast_base import (
     poisson_excess,
     random_wait,
 )
+from nictune.simulator.fast_cycles import Cycles
 
 # (ring states, drain lengths) of the passive_wait chains, smallest first
 CHAIN_SIZES = ((8, 24), (16, 48), (24, 80), (32, 120), (40, 160))
@@ -594,15 +595,15 @@ def _passive_cbr(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
     is extrapolated from the wake-ups followed after the first `skip` (within `cycles`) or
     from the second half of the horizon.
     """
-    c = _Cycles(lam, ws, ti, period, ring, delay, n)
-    c.follow(cycles, 0, skip, masked=False)
+    c = Cycles(lam, ws, ti, period, ring, delay, n)
+    c.follow(cycles, skip)
     per_wake = (c.late[2] + c.late[3]) / np.maximum(c.late[0], 1.0)
     # the ones that ended (and overran their end) or look to end within `reach`: again
     # from the start, each counting only its own wake-ups, up to `horizon`
     redo = np.flatnonzero((c.handled >= n) | (
         cycles + (n - c.handled) / np.maximum(per_wake, TINY) <= reach))
     if redo.size:
-        sub = _Cycles(lam[redo], ws[redo], ti[redo], period[redo], ring[redo], delay[redo],
+        sub = Cycles(lam[redo], ws[redo], ti[redo], period[redo], ring[redo], delay[redo],
                       n[redo])
         sub.follow_to_end(horizon)
         c.put(redo, sub)
@@ -621,7 +622,7 @@ def _passive_onoff(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
                    bursts: np.ndarray, cycle: np.ndarray, samples: int = 8,
                    horizon: int = 1024) -> tuple[np.ndarray, ...]:
     """(wake-ups, empty ones, drops) of onoff bursts of evenly spaced arrivals that the
-    consumer keeps up with, each burst followed cycle by cycle (`_Cycles`).
+    consumer keeps up with, each burst followed cycle by cycle (`Cycles`).
 
     Ticks run on one grid from the first arrival, so burst b starts b·cycle mod T after a
     tick, and that offset decides where its cycles settle (two cycle lengths can both be
@@ -636,7 +637,7 @@ def _passive_onoff(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     k = samples + 1
     rep = functools.partial(np.tile, reps=k)
     shift = np.mod(index * cycle, period).ravel()
-    sub = _Cycles(rep(lam), rep(ws), rep(ti), rep(period), rep(ring), rep(delay),
+    sub = Cycles(rep(lam), rep(ws), rep(ti), rep(period), rep(ring), rep(delay),
                   rep(np.minimum(per_burst, n)), shift)
     # the first tick whose Ti ends after the burst's first arrival takes it (an earlier
     # one is an empty wake-up of the gap); the transmission's first tick is one period in
@@ -661,127 +662,6 @@ def _passive_onoff(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     gap_total = np.where(n_gaps > 0, gaps[0] + (n_gaps - 1.0) * gaps[1:].mean(axis=0), 0.0)
     wakes, empty, dropped = (v[0] + rest * v[1:].mean(axis=0) for v in per)
     return wakes + gap_total, empty + gap_total, dropped
-
-
-class _Cycles:
-    """The state of `_passive_cbr`'s and `_passive_onoff`'s followed cycles (in packet
-    gaps and timer periods); the first of the n arrivals comes `shift` s after tick 0."""
-
-    def __init__(self, lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
-                 ring: np.ndarray, delay: np.ndarray, n: np.ndarray,
-                 shift: np.ndarray | float = 0.0) -> None:
-        self.lam_t, self.lam_ti, self.ring, self.n = lam * period, lam * (ti - shift), ring, n
-        self.rho = lam * ws
-        self.inv = 1.0 / (1.0 - self.rho)
-        self.ti_t, self.ws_t = ti / period, ws / period
-        self.lam_d, self.d_t = lam * delay, delay / period
-        self.j = np.ones(lam.shape)  # the first tick, one period after the first arrival
-        self.handled = np.zeros(lam.shape)  # packets taken or dropped so far
-        # over the wake-ups counted in `follow`: wake-ups, ticks, packets taken, dropped,
-        # empty wake-ups; the totals (masked `follow` only)
-        self.late = np.zeros((5, lam.size))
-        self.wakes, self.taken, self.dropped, self.empty = (np.zeros(lam.shape)
-                                                            for _ in range(4))
-
-    def subset(self, idx: np.ndarray) -> _Cycles:
-        out = object.__new__(_Cycles)
-        out.__dict__ = {k: v[..., idx] for k, v in self.__dict__.items()}
-        return out
-
-    def put(self, idx: np.ndarray, sub: _Cycles) -> None:
-        for k, v in sub.__dict__.items():
-            getattr(self, k)[..., idx] = v
-
-    def follow_to_end(self, horizon: int) -> None:
-        """Follow each transmission from its start, counting only its own wake-ups, until
-        its last packet is handled or `horizon` wake-ups: in rounds of 64, each on the ones
-        still going; the second half of the horizon counts in `late`."""
-        going = np.arange(self.n.size)
-        for start in range(0, horizon, 64):
-            part = self.subset(going)
-            part.follow(min(64, horizon - start), start, horizon // 2, masked=True)
-            self.put(going, part)
-            going = going[self.handled[going] < self.n[going]]
-            if not going.size:
-                break
-
-    def follow(self, steps: int, start: int, first_late: int, masked: bool) -> None:
-        """Advance every transmission by `steps` wake-ups (numbered from `start`); those
-        from `first_late` on count in `late`. `masked`: only those that have not ended, with
-        the totals kept. Works in place: it runs over every element `steps` times."""
-        shape = self.j.shape
-        a, arrived, q, drop, extra, nxt = (np.empty(shape) for _ in range(6))
-        busy, empty = np.empty(shape, dtype=bool), np.empty(shape, dtype=bool)
-        on = np.ones(shape, dtype=bool)
-        waits = bool(self.lam_d.any())  # shared cores only
-        j_late = self.j.copy()
-        for step in range(start, start + steps):
-            if masked:
-                np.less(self.handled, self.n, out=on)
-            if step == first_late:
-                j_late = self.j.copy()
-            np.multiply(self.j, self.lam_t, out=a)
-            a += self.lam_ti  # the drain starts Ti after the tick
-            np.add(a, 1e-9, out=arrived)
-            np.floor(arrived, out=arrived)
-            arrived += 1.0
-            np.minimum(arrived, self.n, out=arrived)  # (no arrivals past the last)
-            np.subtract(arrived, self.handled, out=q)
-            np.subtract(q, self.ring, out=drop)
-            np.maximum(drop, 0.0, out=drop)
-            q -= drop
-            np.greater(q, 0.0, out=busy)
-            if waits:
-                a += busy * self.lam_d  # the drain's start
-            # extra = max(⌊(start + q·ρ − arrived) / (1 − ρ) + 1e-9⌋ + 1, 0) if busy
-            np.multiply(q, self.rho, out=extra)
-            extra += a
-            extra -= arrived
-            extra *= self.inv
-            extra += 1e-9
-            np.floor(extra, out=extra)
-            extra += 1.0
-            np.maximum(extra, 0.0, out=extra)
-            extra *= busy
-            np.minimum(extra, self.n - arrived, out=extra)
-            q += extra  # packets this wake-up takes
-            arrived += extra  # now: packets handled after it
-            # the next tick: max(⌈j + Ti/T (+ the wait) + q·w/T − 1e-9⌉, j + 1)
-            np.add(self.j, self.ti_t, out=nxt)
-            if waits:
-                nxt += busy * self.d_t
-            np.multiply(q, self.ws_t, out=a)
-            nxt += a
-            nxt -= 1e-9
-            np.ceil(nxt, out=nxt)
-            np.maximum(nxt, self.j + 1.0, out=nxt)
-            np.logical_not(busy, out=empty)
-            if masked:
-                q *= on
-                drop *= on
-                empty &= on
-                self.wakes += on
-                self.taken += q
-                self.dropped += drop
-                self.empty += empty
-            if step >= first_late:
-                if masked:
-                    self.late[0] += on
-                    self.late[1] += (nxt - self.j) * on
-                self.late[2] += q
-                self.late[3] += drop
-                self.late[4] += empty
-            if masked:
-                np.copyto(self.j, nxt, where=on)
-                np.copyto(self.handled, arrived, where=on)
-            else:
-                self.j, nxt = nxt, self.j
-                self.handled, arrived = arrived, self.handled
-        if not masked:
-            counted = start + steps - max(first_late, start)
-            self.late[0] += counted
-            self.late[1] += self.j - j_late
-            self.wakes += steps
 
 
 def _mean_ceil(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
