@@ -2,8 +2,8 @@
 
 `core_share` cuts a host's time axis where arrivals start or end; in each phase the core
 serves active_wait's interrupts first and water-fills the rest between the consumers
-(`_waterfill`, round-robin per request), and a fluid queue per transmission carries
-backlog and drops from phase to phase (`_phases`). `queue_wait` is the wait a woken drain
+(round-robin per request), and a fluid queue per transmission carries backlog and drops
+from phase to phase (`fast_phases`, compiled). `queue_wait` is the wait a woken drain
 first has for the others' work, `wake_load` the batched consumers' wake-up load, and
 `mix_waits` draws the part of that wait that random neighbours cause afresh at each drain.
 docs/engines.md ("Shared hosts") has the derivations.
@@ -11,8 +11,6 @@ docs/engines.md ("Shared hosts") has the derivations.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -20,6 +18,7 @@ import numpy as np
 
 from nictune.simulator.batch import ACTIVE, PASSIVE, SettingBatch
 from nictune.simulator.fast_base import CBR, TINY, Workload
+from nictune.simulator.fast_phases import phases
 
 # the random part of a drain's wait: 4 · resid / (1 − ρ) where the even part is 3 ·
 # (`queue_wait`; chosen on the developed-against fidelity grids, see fast.md)
@@ -76,7 +75,7 @@ def core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarra
 
     A transmission alone on its host gets 1 − its own interrupt load. On a shared host the
     time axis is cut where arrivals start or end; in each phase the core serves interrupts
-    first and shares the rest FIFO by request (`_waterfill`), and a fluid queue per
+    first and shares the rest FIFO by request (`fast_phases`), and a fluid queue per
     transmission (capacity `cap_q`) carries backlog and drops from phase to phase. The
     interrupts served first are active_wait's (`irq_load`); the batched modes' wake-ups
     (`soft_load`) slow the others down but vanish when the core saturates (a consumer that
@@ -112,7 +111,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     avg = lam / np.maximum(wl.local[cols], TINY)
     irq = irq_load[:, cols] * avg
     soft = irq + soft_load[:, cols] * avg
-    # where a core saturates (`wake` in `_phases`), a passive consumer's wake-ups take the
+    # where a core saturates (`_wake` in `fast_phases`), a passive consumer's wake-ups take the
     # core all along: its timer ticks through the gaps between onoff bursts too (empty
     # wake-ups). The averages of cores that keep up stay weighted by the bursts (counting
     # the gaps there as well made more rows worse than better: fast.md, "Tried")
@@ -128,7 +127,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     arriving = ((start[None, :] <= lo[:, None] + TINY)
                 & (end[None, :] >= hi[:, None] - TINY)).astype(float)  # (phases, m)
     inflow = wl.n[cols] / np.maximum(wl.span[cols], TINY)  # n packets over the span
-    # a core that keeps up in a phase: its members' work and interrupts fit (`_waterfill`)
+    # a core that keeps up in a phase: its members' work and interrupts fit
     load = np.matmul(same * (inflow * wj + irq + woken)[:, None, :], arriving.T)
     load -= woken[:, :, None] * arriving.T[None]
     busy = np.flatnonzero(((load > 1.0 - 1e-9) & (arriving.T[None] > 0)).any(axis=(1, 2)))
@@ -151,12 +150,13 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
         return
     cap = cap_q[busy][:, cols]
     weight = np.where(b.mode[busy][:, cols] == ACTIVE, cap, 1.0)  # requests it can queue
-    def wake(rows: np.ndarray, ws: np.ndarray) -> np.ndarray:
-        return wakes.load(busy[rows], cols, ws) * ticking[busy[rows]]
-
     held = (b.ring_slots[busy][:, cols] * wl.ti[cols]) * (irq[busy] > 0)  # (s of handlers)
-    t = _phases(edges, arriving, inflow, end, same[busy], wj[busy], irq[busy], sq[busy], cap,
-                weight, wake, held)
+    at = np.ix_(busy, cols)
+    t = phases(edges, arriving, inflow, end, same[busy], wj[busy], irq[busy],
+               sq[busy], cap, weight, held, wakes.local[cols], wakes.ti[cols],
+               wakes.period[at], wakes.n_wake[at], wakes.pas[at], wakes.wat[at],
+               np.broadcast_to(wakes.delay, w.shape)[at],
+               wakes.sleeps[at].astype(float), ticking[busy])
     rows = busy[:, None]
     out.rho_o[rows, cols] = t.rho / span
     out.resid[rows, cols] = t.resid / span
@@ -173,214 +173,6 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     # that stretch, `_saturate`)
     out.r[rows, cols] = np.where((t.dropped > 0.5) | (t.q_end >= 1.0) | (t.behind > 0.0),
                                  t.taken_own / span, np.inf)
-
-
-class _Totals(NamedTuple):
-    """What `_phases` integrates per (row, transmission), in s or packets."""
-
-    rho: np.ndarray  # the others' use of the core while t arrives, integrated
-    resid: np.ndarray  # their residual-work rate, integrated
-    high: np.ndarray  # the interrupt load, integrated
-    dropped: np.ndarray
-    q_end: np.ndarray  # queued when t's arrivals end
-    taken_own: np.ndarray  # packets taken while arriving
-    fin: np.ndarray  # when the last packet is taken
-    behind: np.ndarray  # time backlogged while arriving
-    alt_t: np.ndarray  # time keeping up beside a backlogged neighbour
-    alt_w: np.ndarray  # ... times the cost per packet then
-    awake_t: np.ndarray  # time keeping up while arriving
-    awake_rho: np.ndarray  # ... times the others' use of the core then
-
-
-def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.ndarray,
-            same: np.ndarray, wj: np.ndarray, irq: np.ndarray, sq: np.ndarray,
-            cap: np.ndarray, weight: np.ndarray,
-            wake: Callable[[np.ndarray, np.ndarray], np.ndarray], held: np.ndarray
-            ) -> _Totals:
-    """`_share_host`'s phases, one after the other, for rows whose cores saturate (the
-    `_Totals`): the others' load (what they use of the core, not what they ask for: a
-    consumer that cannot keep up slows the others down by its share only), residual work
-    and interrupt load integrated over time, the packets dropped, the queue when the
-    arrivals end, the packets taken while arriving, when the last packet is taken, how long
-    each one is behind while its packets arrive, how long it keeps up beside a backlogged
-    neighbour (with that time's cost per packet integrated: its w plus theirs, see below),
-    and how long it keeps up at all (with the others' load then integrated).
-
-    `wake(rows, w)`: the wake-up load of the sleeping batched consumers in those rows at a
-    packet cost w. A consumer that drains beside a backlogged one alternates with it packet
-    by packet, so its drains are long and its wake-ups rare: its cost is its own w plus
-    theirs.
-
-    Interrupts past the core (active_wait, Σ λ·Ti > 1 while they arrive): the handlers
-    not run yet wait in the rings (`held`: at most a ring of them, in s of handler work),
-    and the core runs them, before any packet work, once the arrivals ease — a receive
-    livelock outlasts its overload (two streams of one NIC: 74 ms of handlers after 31 ms
-    of overload in the DES)."""
-    rho, resid, high, q, q_end, taken_own, dropped, behind, alt_t, alt_w, aw_t, aw_rho = (
-        np.zeros(wj.shape) for _ in range(12))
-    pend = np.zeros(wj.shape)  # handler work waiting in the rings, s
-    held_any = bool(held.any())
-    fin = np.broadcast_to(end, wj.shape).copy()  # when the last packet is taken
-    per = np.stack([irq, sq], axis=2)
-    ends = np.abs(end[None, :] - edges[1:, None]) <= TINY  # (phases, m)
-    for k, (lo, hi) in enumerate(itertools.pairwise(edges)):
-        length = hi - lo
-        act = arriving[k]
-        if length <= 0 or not ((act[None, :] > 0) | (q > 0.5)).any():
-            continue
-        # what the arriving members on each one's core add up to: interrupts, residual work
-        mine = per * act[None, :, None]
-        tot = np.matmul(same, mine)
-        h = tot[:, :, 0]
-        resid += act * (tot[:, :, 1] - mine[:, :, 1]) * length
-        high += act * h * length
-        # the rates change inside the phase when a backlog empties: step to each such time
-        # (only the rows with time left in the phase)
-        now = np.zeros(wj.shape[0])
-        live = np.arange(wj.shape[0])
-        for sub in range(3 * wj.shape[1] + 1):
-            qs, sm, ws, hs = q[live], same[live], wj[live], h[live]
-            ps = pend[live]
-            if held_any and (ps.any() or (hs >= 1.0).any()):
-                # handlers held over from an overload take the core first
-                owed = np.matmul(sm, ps[:, :, None])[:, :, 0]
-                clears = owed / np.clip(1.0 - hs, 1e-9, None)
-                catching = (owed > 1e-12) & (hs < 1.0)
-                # in an overload the rings fill with handlers not run yet; a full ring
-                # sheds what comes (so the core serves the others): only the ones with
-                # room left grow, and only while they alone ask for more than the core
-                room = act * irq[live] * (ps < held[live] * (1.0 - 1e-9))
-                free = np.matmul(sm, room[:, :, None])[:, :, 0]
-                growth = np.where(free >= 1.0, room * (1.0 - 1.0 / np.maximum(free, 1.0)),
-                                  0.0)
-                fills = np.where(growth > 0, (held[live] - ps) / np.maximum(growth, TINY),
-                                 np.inf)
-                hs = np.where(catching, 1.0, hs)
-            else:
-                catching, growth, fills = np.zeros(ps.shape, bool), None, None
-            member = (act[None, :] > 0) | (qs > 0.5)
-            backlog = qs > 0.5
-            m = _pairs(sm, member)
-            demand = np.where(backlog, 1e30, act * inflow)
-            # a member with a backlog takes all it can get (round-robin share of the rest)
-            rk = _waterfill(m, demand, ws, np.clip(1.0 - hs, 0.0, None), weight[live])
-            # ... and so does one whose queue starts to grow; sleeping members' wake-ups
-            # take their share of the core first
-            queued = (backlog | (rk < act * inflow)) * ws
-            alternate = ws + np.matmul(sm, queued[:, :, None])[:, :, 0] - queued
-            woken = wake(live, alternate / np.clip(1.0 - hs, 0.02, None)) * act * (
-                queued == 0)
-            cpu = 1.0 - hs - np.matmul(sm, woken[:, :, None])[:, :, 0] + woken
-            rk = _waterfill(m, demand, ws, np.clip(cpu, 0.0, None), weight[live])
-            rate = np.minimum(rk, 1e300)
-            net = rate - act * inflow
-            until = np.where(backlog & (net > 0), qs / np.maximum(net, TINY), np.inf)
-            step = (length - now[live])[:, None]
-            if sub < 3 * wj.shape[1]:
-                step = np.minimum(step, until.min(axis=1, keepdims=True))
-                if growth is not None:
-                    step = np.minimum(step, np.minimum(np.where(catching, clears, np.inf),
-                                                       fills).min(axis=1, keepdims=True))
-            if growth is not None:
-                pend[live] = np.where(
-                    h[live] >= 1.0, np.minimum(ps + growth * step, held[live]),
-                    np.where(catching, ps * np.clip(1.0 - step / np.maximum(clears, TINY),
-                                                    0.0, None), ps))
-            avail = qs + act * inflow * step
-            taken = np.where(member, np.minimum(avail, rate * step), 0.0)
-            # a backlog left after the arrivals empties inside this phase
-            empties = (act == 0) & backlog & (taken >= avail - 1e-9)
-            fin[live] = np.where(empties, lo + now[live, None] + qs / np.maximum(rate, TINY),
-                                 fin[live])
-            taken_own[live] += act * taken
-            dropped[live] += np.clip(avail - taken - cap[live], 0.0, None)
-            q[live] = qs = np.minimum(avail - taken, cap[live])
-            behind[live] += act * (backlog | (qs > 0.5)) * step
-            beside = act * (queued == 0) * (alternate > ws * (1 + 1e-9)) * step
-            alt_t[live] += beside
-            alt_w[live] += beside * alternate / np.clip(1.0 - hs, 0.02, None)
-            used = taken * ws + (irq[live] + woken) * act * step
-            others = act * (np.matmul(sm, used[:, :, None])[:, :, 0] - used)
-            rho[live] += others
-            kept = ~(backlog | (qs > 0.5))
-            aw_t[live] += act * kept * step
-            aw_rho[live] += others * kept
-            now[live] += step[:, 0]
-            live = live[now[live] < length * (1 - 1e-12)]
-            if not live.size:
-                break
-        q_end = np.where((act > 0) & ends[k], q, q_end)
-    # after the last arrival: the backlogs drain; rates change each time one empties
-    # (only the rows that still hold a backlog; handlers still held are left out: adding
-    # them made the tails longer than the DES's)
-    now = np.full((wj.shape[0], 1), edges[-1])
-    for _ in range(wj.shape[1]):
-        rows = np.flatnonzero((q > 0.5).any(axis=1))
-        if not rows.size:
-            break
-        qr = q[rows]
-        left = qr > 0.5
-        rk = _waterfill(_pairs(same[rows], left), np.where(left, 1e30, 0.0), wj[rows],
-                        np.ones(left.shape), weight[rows])
-        until = np.where(left, qr / np.maximum(np.minimum(rk, 1e300), TINY), np.inf)
-        step = until.min(axis=1, keepdims=True)
-        step = np.where(np.isfinite(step), step, 0.0)
-        empties = left & (until <= step * (1 + 1e-9))
-        fin[rows] = np.where(empties, now[rows] + until, fin[rows])
-        q[rows] = np.where(empties, 0.0, np.clip(qr - np.minimum(rk, 1e300) * step, 0.0, None))
-        now[rows] += step
-    return _Totals(rho, resid, high, dropped, q_end, taken_own, fin, behind, alt_t, alt_w,
-                   aw_t, aw_rho)
-
-
-def _pairs(same: np.ndarray, member: np.ndarray) -> np.ndarray:
-    """same_ij · member_i · member_j: the members sharing each one's core (the outer product
-    as a batched matmul, faster than broadcasting)."""
-    mf = member.astype(float)
-    m = np.matmul(mf[:, :, None], mf[:, None, :])
-    m *= same
-    return m
-
-
-def _waterfill(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
-               weight: np.ndarray) -> np.ndarray:
-    """Share `cpu` FIFO by request: the packet rate r each member gets (inf if λ ≤ r).
-
-    A consumer has one request queued at a time (round-robin per packet), active_wait one
-    per packet in its backlog, so past saturation it gets `weight` (its backlog) times the
-    others' rate. r_i = weight_i·L where L solves Σ_j m_ij·min(λ_j, weight_j·L)·w_j = cpu_i;
-    the sum is piecewise linear with knots at λ_j / weight_j: evaluated at every knot, the
-    highest knot below cpu_i fixes who is served in full and who shares the rest.
-    """
-    need = np.matmul(m, (lam * w)[:, :, None])[:, :, 0] > cpu  # cores that cannot keep up
-    rows = np.flatnonzero(need.any(axis=1))
-    if rows.size == cpu.shape[0]:
-        return _waterfill_rows(m, lam, w, cpu, weight)
-    r = np.full(cpu.shape, np.inf)
-    if rows.size:
-        r[rows] = _waterfill_rows(m[rows], lam[rows], w[rows], cpu[rows], weight[rows])
-    return r
-
-
-def _waterfill_rows(m: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
-                    weight: np.ndarray) -> np.ndarray:
-    key = lam / weight
-    # the sum at every knot L = key_k: f[p, i, k] = Σ_j m_ij·min(λ_j, weight_j·key_k)·w_j
-    # (the outer product weight_j·key_k as a matmul: faster than broadcasting, same values)
-    g = np.matmul(weight[:, :, None], key[:, None, :])
-    np.minimum(g, lam[:, :, None], out=g)
-    g *= w[:, :, None]
-    below = np.matmul(m, g) <= cpu[:, :, None]
-    # the highest knot below the level (knot by knot: faster than a reduction over the short
-    # last axis); the members whose knots are above it share the rest
-    top = np.full(cpu.shape, -np.inf)
-    for k in range(key.shape[1]):
-        np.maximum(top, np.where(below[:, :, k], key[:, k:k + 1], -np.inf), out=top)
-    full = m * (key[:, None, :] <= top[:, :, None])
-    base = np.matmul(full, (lam * w)[:, :, None])[:, :, 0]
-    rest = np.matmul(m - full, (weight * w)[:, :, None])[:, :, 0]
-    r = weight * np.where(rest > 0, (cpu - base) / np.maximum(rest, TINY), np.inf)
-    return np.where(lam > r, r, np.inf)
 
 
 def mix_waits(res: dict[str, np.ndarray], sel: np.ndarray, p: np.ndarray,

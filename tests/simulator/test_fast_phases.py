@@ -1,0 +1,65 @@
+"""The compiled phases of a shared core (`fast_phases`), on fluid cases with closed forms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nictune.simulator.fast_phases import _waterfill, phases
+
+
+def test_waterfill_serves_a_small_ask_in_full_and_shares_the_rest_by_request() -> None:
+    pairs = np.ones((2, 2))
+    w = np.array([1e-6, 2e-6])
+    # both backlogged: one packet each in turn, so equal packet rates 1 / (w1 + w2)
+    r = _waterfill(pairs, np.array([1e30, 1e30]), w, np.ones(2), np.ones(2))
+    np.testing.assert_allclose(r, 1.0 / w.sum())
+    # the second asks for less than its turn: in full (inf), the first gets the rest
+    r = _waterfill(pairs, np.array([1e30, 1e5]), w, np.ones(2), np.ones(2))
+    assert r[1] == np.inf
+    assert r[0] == pytest.approx((1.0 - 1e5 * 2e-6) / 1e-6)
+    # active_wait with a backlog of 4 requests: four packets to the other's one
+    r = _waterfill(pairs, np.array([1e30, 1e30]), w, np.ones(2), np.array([4.0, 1.0]))
+    assert r[0] == pytest.approx(4.0 * r[1])
+    assert r[0] * w[0] + r[1] * w[1] == pytest.approx(1.0)
+    # the core keeps up: nobody is limited
+    assert (_waterfill(pairs, np.array([1e5, 1e5]), w, np.ones(2), np.ones(2)) == np.inf).all()
+
+
+def _host(inflow: list[float], cap: list[float]) -> dict[str, np.ndarray]:
+    """Two transmissions arriving over [0, 1] s on one core, 1 µs of work a packet, no
+    interrupts or wake-ups; one row per entry of `cap`."""
+    rows, m = len(cap), 2
+    zeros, ones = np.zeros((rows, m)), np.ones((rows, m))
+    return dict(edges=np.array([0.0, 1.0]), arriving=np.ones((1, m)),
+                inflow=np.array(inflow), end=np.ones(m), same=np.ones((rows, m, m)),
+                wj=1e-6 * ones, irq=zeros, sq=zeros, cap=np.array(cap).reshape(rows, 1) * ones,
+                weight=ones, held=zeros, wake_local=np.zeros(m), wake_ti=np.zeros(m),
+                period=ones, n_wake=ones, pas=zeros > 0, wat=zeros > 0, delay=zeros,
+                sleeps=zeros, ticking=ones)
+
+
+def test_a_saturated_core_queues_drops_and_drains_after_the_arrivals() -> None:
+    """1.4 cores of work: the second's 0.4 is served in full, the first gets 0.6 and queues
+    the rest (4e5 packets), or drops what its ring cannot hold; after the arrivals the
+    queue drains at the whole core."""
+    t = phases(**_host([1e6, 4e5], [1e9, 1e5]))
+    np.testing.assert_allclose(t.taken_own[:, 0], 6e5)
+    np.testing.assert_allclose(t.taken_own[:, 1], 4e5)
+    np.testing.assert_allclose(t.q_end[:, 0], [4e5, 1e5])
+    np.testing.assert_allclose(t.dropped[:, 0], [0.0, 3e5], atol=1e-6)
+    np.testing.assert_allclose(t.fin[:, 0], [1.4, 1.1])
+    np.testing.assert_allclose(t.fin[:, 1], 1.0)
+    np.testing.assert_allclose(t.behind[:, 0], 1.0)
+    np.testing.assert_allclose(t.behind[:, 1], 0.0)
+    # the others' use of the core while each arrives
+    np.testing.assert_allclose(t.rho, [[0.4, 0.6], [0.4, 0.6]])
+    np.testing.assert_allclose(t.awake_t[:, 1], 1.0)
+
+
+def test_a_core_that_keeps_up_queues_nothing() -> None:
+    t = phases(**_host([3e5, 4e5], [1e9]))
+    np.testing.assert_allclose(t.taken_own, [[3e5, 4e5]])
+    np.testing.assert_allclose(t.q_end + t.dropped + t.behind, 0.0)
+    np.testing.assert_allclose(t.fin, 1.0)
+    np.testing.assert_allclose(t.rho, [[0.4, 0.3]])
