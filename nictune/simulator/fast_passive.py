@@ -13,8 +13,10 @@ fluid map otherwise (`_passive_map`). docs/engines.md has the derivations.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
+from numba import njit
 from scipy.special import gammaln, ndtr, pdtrc
 
 from nictune.simulator.fast_base import (
@@ -419,7 +421,7 @@ def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
     is k = ⌈(Ti + drain)/T⌉ periods later, so the next window x = kT − drain lies in
     [Ti, T + Ti): a grid of `windows` points, each node's x split between its two
     neighbours, or, for a drain spread over an eighth of a period or more, the wrapped
-    normal integrated over each point's cell (`_wrapped_windows`). From a grid point the
+    normal integrated over each point's cell (`_wrapped_mass`). From a grid point the
     next q is Poisson(λx): P(0) exactly, the last bin from the normal's CDF, the bins
     between from its density. The transition is the product of the two (bins → windows →
     bins); its stationary distribution gives the mean cycle, packets per wake-up, drops
@@ -446,40 +448,12 @@ def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
     # exponential's nodes; the drain's nodes times the wait's (e, B, J·K)
     pw, extra = (a.T for a in _wait_nodes(e, waits))
     add = delay[:, None] + extra
-    n_k = add.shape[1]
-    hk = (h[None, :, None] * pw[:, None, :]).reshape(e, 1, -1)  # (e, 1, J·K)
     wait = (add / free[:, None])[:, None, :] * (1.0 - np.exp(-q))[:, :, None]  # (e, B, K)
-    drain = (s * ws[:, None, None])[:, :, :, None] + wait[:, :, None, :]
-    drain = drain.reshape(e, bins, -1)
-    k = np.maximum(1.0, np.ceil((ti[:, None, None] + drain) / period[:, None, None] - 1e-9))
-    x = np.clip(k * period[:, None, None] - drain, 0.0, None)  # (e, B, J·K)
-    # bins → windows: each node's window split linearly between its two grid points
-    u = np.clip(x / reach[:, None, None], 0.0, 1.0) * (windows - 1)
-    lo = np.minimum(np.floor(u), windows - 2)
-    frac = (u - lo).ravel()
-    idx = ((np.arange(e * bins) * windows).reshape(e, bins, 1) + lo).astype(np.int64).ravel()
-    hw = np.broadcast_to(hk, x.shape).ravel()
-    size = e * bins * windows
-    to_window = (np.bincount(idx, hw * (1.0 - frac), minlength=size)
-                 + np.bincount(idx + 1, hw * frac, minlength=size)).reshape(e, bins, windows)
-    cycles = (k * hk).sum(axis=2) * period[:, None]  # (e, B)
     # a drain spread over an eighth of a period or more: its few nodes would alias against
-    # the tick grid (`_wrapped_windows`)
+    # the tick grid (`_wrapped_mass`)
     spread = sd * ws[:, None] / period[:, None]
-    wide = spread >= 0.13
-    rows = np.flatnonzero(wide.any(axis=1))
-    if rows.size:
-        r = rows.size
-        mean = ((s[rows] * h).sum(axis=2) * ws[rows, None])[:, :, None] + wait[rows]
-        mass, window = _wrapped_windows((mean + ti[rows, None, None]).reshape(r, -1),
-                                        np.repeat(spread[rows], n_k, axis=1), ti[rows],
-                                        period[rows], windows)
-        weight = pw[rows][:, None, :]  # (r, 1, K)
-        mass = (mass.reshape(r, bins, n_k, windows) * weight[..., None]).sum(axis=2)
-        to_window[rows] = np.where(wide[rows, :, None], mass, to_window[rows])
-        # the mean cycle from the mean window: k·T = window + drain
-        cycle = ((window.reshape(r, bins, n_k) + mean) * weight).sum(axis=2)
-        cycles[rows] = np.where(wide[rows], cycle, cycles[rows])
+    to_window, cycles = _bins_to_windows(s, h, ws, wait, pw, ti, period, spread, spread >= 0.13,
+                                         windows)
     # windows → bins
     mu = lam[:, None] * np.linspace(0.0, 1.0, windows)[None, :] * reach[:, None]  # (e, X)
     inv = 1.0 / np.sqrt(np.maximum(mu, 1e-12))
@@ -501,34 +475,116 @@ def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
             (seen * excess).sum(axis=1), (seen * p0).sum(axis=1))
 
 
-def _wrapped_windows(lag: np.ndarray, spread: np.ndarray, ti: np.ndarray,
-                     period: np.ndarray, windows: int, terms: int = 4
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """The distribution of the window from a drain's end to the next tick + Ti on
-    `_passive_binned`'s grid of `windows` points over [0, T + Ti), and its mean, for
-    drains normal with mean `lag` − Ti and sd `spread`·T (arrays (e, B)).
+@njit(cache=True)
+def _bins_to_windows(s: np.ndarray, h: np.ndarray, ws: np.ndarray, wait: np.ndarray,
+                     pw: np.ndarray, ti: np.ndarray, period: np.ndarray, spread: np.ndarray,
+                     wide: np.ndarray, windows: int) -> tuple[np.ndarray, np.ndarray]:
+    """`_passive_binned`'s step from bins to windows: for each element and bin, the
+    distribution of the next window on the grid of `windows` points over [0, T + Ti), and
+    the mean cycle (e, B, X), (e, B).
 
-    The window is Ti + ((−lag) mod T): a wrapped normal, whose Fourier series (`terms`
-    terms: the next is below 3e-4 for a spread of 0.13 periods or more) is integrated
-    exactly over each grid point's cell. Point samples of the drain (the Gauss–Hermite
-    nodes) alias against the tick grid once the drain's spread nears a period.
-    """
+    The drain's nodes (`s` (e, B, J) packets, weights `h`) after each wait node (`wait`
+    (e, B, K), weights `pw` (e, K)) give k = ⌈(Ti + drain)/T⌉ and the window kT − drain,
+    split linearly between its two grid points. A `wide` drain (its sd `spread` periods)
+    instead takes the wrapped normal's mass on each point's cell (`_wrapped_mass`), and the
+    mean cycle from its mean window (k·T = window + drain)."""
+    e, bins, n_j = s.shape
+    n_k = wait.shape[2]
+    to_window = np.zeros((e, bins, windows))
+    cycles = np.zeros((e, bins))
+    mass = np.zeros(windows)
+    for i in range(e):
+        reach = period[i] + ti[i]
+        cells = _cells(ti[i], period[i], windows if np.any(wide[i]) else 0)
+        for b in range(bins):
+            if wide[i, b]:
+                mean = 0.0
+                for j in range(n_j):
+                    mean += s[i, b, j] * h[j]
+                mean *= ws[i]
+                for k in range(n_k):
+                    window = _wrapped_mass(mean + wait[i, b, k] + ti[i], spread[i, b],
+                                           period[i], reach, cells, mass)
+                    for x in range(windows):
+                        to_window[i, b, x] += pw[i, k] * mass[x]
+                    cycles[i, b] += pw[i, k] * (window + (mean + wait[i, b, k]))
+                continue
+            cycle = 0.0
+            for j in range(n_j):
+                for k in range(n_k):
+                    weight = h[j] * pw[i, k]
+                    drain = s[i, b, j] * ws[i] + wait[i, b, k]
+                    ticks = max(1.0, math.ceil((ti[i] + drain) / period[i] - 1e-9))
+                    u = min(max((ticks * period[i] - drain) / reach, 0.0), 1.0) * (windows - 1)
+                    lo = min(math.floor(u), windows - 2)
+                    frac = u - lo
+                    to_window[i, b, int(lo)] += weight * (1.0 - frac)
+                    to_window[i, b, int(lo) + 1] += weight * frac
+                    cycle += ticks * weight
+            cycles[i, b] = cycle * period[i]
+    return to_window, cycles
+
+
+@njit(cache=True)
+def _cells(ti: float, period: float, windows: int, terms: int = 4
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The cells of `_bins_to_windows`' grid points in u = window − Ti ∈ [0, T): their
+    widths in periods (X,), and the differences of cos and sin of 2πm·u/T across each
+    (terms, X), for `_wrapped_mass` (none for `windows` 0)."""
     reach = period + ti
-    grid = np.linspace(0.0, 1.0, windows)[None, :] * reach[:, None]  # (e, X)
-    half = reach[:, None] / (2.0 * (windows - 1))
-    edges = np.clip(np.concatenate([grid - half, grid[:, -1:] + half], axis=1) - ti[:, None],
-                    0.0, period[:, None])  # the cells in u = window − Ti ∈ [0, T)
-    m = np.arange(1.0, terms + 1.0)
-    angle = 2.0 * np.pi * m[None, :, None] * edges[:, None, :] / period[:, None, None]
-    d_cos, d_sin = np.diff(np.cos(angle), axis=2), np.diff(np.sin(angle), axis=2)
-    # u ≡ −lag (mod T): ∫ cell of (2ρ_m/T)·cos(2πm(u + lag)/T), ρ_m = exp(−2π²m²spread²)
-    phase = 2.0 * np.pi * m * (lag / period[:, None])[:, :, None]
-    damp = np.exp(-2.0 * np.pi ** 2 * m ** 2 * spread[:, :, None] ** 2) / (np.pi * m)
-    mass = (np.diff(edges, axis=1) / period[:, None])[:, None, :] + (
-        np.matmul(damp * np.cos(phase), d_sin) + np.matmul(damp * np.sin(phase), d_cos))
-    np.clip(mass, 0.0, None, out=mass)
-    mass /= np.maximum(mass.sum(axis=2, keepdims=True), 1e-300)
-    return mass, np.matmul(mass, grid[:, :, None])[:, :, 0]
+    half = reach / (2.0 * (windows - 1))
+    width = np.zeros(windows)
+    d_cos, d_sin = np.zeros((terms, windows)), np.zeros((terms, windows))
+    for x in range(windows):
+        point = reach * x / (windows - 1)
+        lo = min(max(point - half - ti, 0.0), period)
+        hi = min(max(point + half - ti, 0.0), period)
+        width[x] = (hi - lo) / period
+        for m in range(terms):
+            a, b = 2.0 * np.pi * (m + 1) * lo / period, 2.0 * np.pi * (m + 1) * hi / period
+            d_cos[m, x] = math.cos(b) - math.cos(a)
+            d_sin[m, x] = math.sin(b) - math.sin(a)
+    return width, d_cos, d_sin
+
+
+@njit(cache=True)
+def _wrapped_mass(lag: float, spread: float, period: float, reach: float,
+                  cells: tuple[np.ndarray, np.ndarray, np.ndarray], mass: np.ndarray
+                  ) -> float:
+    """The distribution of the window from a drain's end to the next tick + Ti over the
+    grid's cells (`_cells`), into `mass`, and its mean, for a drain normal with mean
+    `lag` − Ti and sd `spread`·T.
+
+    The window is Ti + ((−lag) mod T): a wrapped normal, whose Fourier series (4 terms:
+    the next is below 3e-4 for a spread of 0.13 periods or more) is integrated exactly over
+    each cell. Point samples of the drain (the Gauss–Hermite nodes) alias against the tick
+    grid once the drain's spread nears a period.
+    """
+    width, d_cos, d_sin = cells
+    windows = width.size
+    mass[:] = width
+    # u ≡ −lag (mod T): ∫ cell of (2ρ_m/T)·cos(2πm(u + lag)/T), ρ_m = exp(−2π²m²σ²) = ρ_1^m²;
+    # cos and sin of mθ (θ = 2π·lag/T) by the angle-addition recurrence
+    phase = 2.0 * np.pi * lag / period
+    cos_1, sin_1 = math.cos(phase), math.sin(phase)
+    rho_1 = math.exp(-2.0 * np.pi ** 2 * spread * spread)
+    cos_m, sin_m, rho_m, step = cos_1, sin_1, rho_1, rho_1 ** 3  # (ρ_(m+1) = ρ_m·ρ_1^(2m+1))
+    for m in range(d_cos.shape[0]):
+        damp = rho_m / (np.pi * (m + 1.0))
+        c, s = damp * cos_m, damp * sin_m
+        for x in range(windows):
+            mass[x] += c * d_sin[m, x] + s * d_cos[m, x]
+        cos_m, sin_m = cos_m * cos_1 - sin_m * sin_1, sin_m * cos_1 + cos_m * sin_1
+        rho_m, step = rho_m * step, step * rho_1 * rho_1
+    total, mean = 0.0, 0.0
+    for x in range(windows):
+        mass[x] = max(mass[x], 0.0)
+        total += mass[x]
+        mean += mass[x] * x
+    scale = 1.0 / max(total, 1e-300)
+    for x in range(windows):
+        mass[x] *= scale
+    return mean * scale * reach / (windows - 1)
 
 
 def _stationary(lhs: np.ndarray) -> np.ndarray:

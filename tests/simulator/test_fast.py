@@ -1218,3 +1218,29 @@ def test_round_robin_bounds_cost_and_wait_by_one_request_each() -> None:
     ws, wait = round_robin(w, np.array([4.0, 1.2]), np.array([9.0, 0.1]), turns, first)
     assert list(ws) == pytest.approx([1.5, 1.2])  # capped; below the cap of 3.0
     assert list(wait) == pytest.approx([TURNS * 0.5, 0.1])
+
+
+@pytest.mark.parametrize("spread", [0.13, 0.3, 1.0])
+@pytest.mark.parametrize("lag", [0.2e-3, 0.77e-3, 3.41e-3])
+def test_a_wide_drain_spreads_the_next_window_as_a_wrapped_normal(spread: float,
+                                                                  lag: float) -> None:
+    """`_wrapped_mass` (4 Fourier terms) against the wrapped normal integrated numerically:
+    the window is Ti + ((−Y) mod T) for Y = Ti + drain ~ Normal(lag, (spread·T)²), binned
+    on the grid's cells over [0, T + Ti)."""
+    from nictune.simulator import fast_passive as fp
+
+    ti, period, windows = 0.3e-3, 1e-3, 48
+    mass = np.zeros(windows)
+    mean = fp._wrapped_mass(lag, spread, period, period + ti,
+                            fp._cells(ti, period, windows), mass)
+    u = (np.arange(400_000) + 0.5) / 400_000 * period  # u = window − Ti ∈ [0, T)
+    sigma = spread * period
+    density = sum(np.exp(-0.5 * ((n * period - u - lag) / sigma) ** 2) for n in range(-8, 12))
+    grid = np.linspace(0.0, period + ti, windows)
+    cell = np.clip(np.round((u + ti) / grid[1]).astype(int), 0, windows - 1)
+    want = np.bincount(cell, density, minlength=windows)
+    want /= want.sum()
+    np.testing.assert_allclose(mass, want, atol=1e-3)
+    assert mass.sum() == pytest.approx(1.0)
+    assert mean == pytest.approx(float(want @ grid), rel=1e-3)
+    assert mass[: int(ti / grid[1])].sum() == 0.0  # no window shorter than Ti
