@@ -1,11 +1,15 @@
 """What the fast engine's parts share: the per-transmission inputs (`Workload`), one subset
-of (setting, transmission) elements with its costs (`Ctx`), a mode's result (`Mode`)."""
+of (setting, transmission) elements with its costs (`Ctx`), a mode's result (`Mode`), and
+how its sequential loops are compiled (`compiled`)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+import numba
 import numpy as np
 from scipy.special import pdtrc
 
@@ -18,6 +22,16 @@ CBR, POISSON, ONOFF = (ARRIVALS.index(a) for a in ("cbr", "poisson", "onoff"))
 
 TINY = 1e-12
 _LAGUERRE = np.polynomial.laguerre.laggauss(3)  # nodes and weights of an exponential
+
+
+def compiled(fn: Callable[..., Any]) -> Any:
+    """`fn` compiled by numba, its machine code cached for the next process beside the
+    source or in the user's cache directory; where neither can be written (a read-only
+    install run by a user without a home), compiled anew in each process instead."""
+    try:
+        return numba.njit(cache=True)(fn)
+    except RuntimeError:  # ("cannot cache function …: no locator available")
+        return numba.njit(fn)
 
 
 @dataclass(frozen=True)

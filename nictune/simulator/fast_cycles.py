@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+
+from nictune.simulator.fast_base import compiled
 
 
 class Cycles:
@@ -51,7 +52,7 @@ class Cycles:
                 self.dropped, self.empty, horizon, horizon // 2, True)
 
 
-@njit(cache=True)
+@compiled
 def _follow(lam_t: np.ndarray, lam_ti: np.ndarray, ring: np.ndarray, n: np.ndarray,
             rho: np.ndarray, inv: np.ndarray, ti_t: np.ndarray, ws_t: np.ndarray,
             lam_d: np.ndarray, d_t: np.ndarray, j: np.ndarray, handled: np.ndarray,

@@ -16,7 +16,6 @@ import functools
 import math
 
 import numpy as np
-from numba import njit
 from scipy.special import gammaln, ndtr, pdtrc
 
 from nictune.simulator.fast_base import (
@@ -24,6 +23,7 @@ from nictune.simulator.fast_base import (
     TINY,
     Ctx,
     Mode,
+    compiled,
     poisson_excess,
     random_wait,
 )
@@ -475,7 +475,7 @@ def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
             (seen * excess).sum(axis=1), (seen * p0).sum(axis=1))
 
 
-@njit(cache=True)
+@compiled
 def _bins_to_windows(s: np.ndarray, h: np.ndarray, ws: np.ndarray, wait: np.ndarray,
                      pw: np.ndarray, ti: np.ndarray, period: np.ndarray, spread: np.ndarray,
                      wide: np.ndarray, windows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -525,7 +525,7 @@ def _bins_to_windows(s: np.ndarray, h: np.ndarray, ws: np.ndarray, wait: np.ndar
     return to_window, cycles
 
 
-@njit(cache=True)
+@compiled
 def _cells(ti: float, period: float, windows: int, terms: int = 4
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The cells of `_bins_to_windows`' grid points in u = window − Ti ∈ [0, T): their
@@ -547,7 +547,7 @@ def _cells(ti: float, period: float, windows: int, terms: int = 4
     return width, d_cos, d_sin
 
 
-@njit(cache=True)
+@compiled
 def _wrapped_mass(lag: float, spread: float, period: float, reach: float,
                   cells: tuple[np.ndarray, np.ndarray, np.ndarray], mass: np.ndarray
                   ) -> float:

@@ -9,9 +9,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
-from nictune.simulator.fast_base import TINY
+from nictune.simulator.fast_base import TINY, compiled
 
 
 class Totals(NamedTuple):
@@ -64,7 +63,7 @@ def phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.
                            sleeps, ticking))
 
 
-@njit(cache=True)
+@compiled
 def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.ndarray,
             same: np.ndarray, wj: np.ndarray, irq: np.ndarray, sq: np.ndarray,
             cap: np.ndarray, weight: np.ndarray, held: np.ndarray, wake_local: np.ndarray,
@@ -81,7 +80,7 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
     return out
 
 
-@njit(cache=True)
+@compiled
 def _row(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.ndarray,
          same: np.ndarray, ws: np.ndarray, irq: np.ndarray, sq: np.ndarray, cap: np.ndarray,
          weight: np.ndarray, held: np.ndarray, wake_local: np.ndarray, wake_ti: np.ndarray,
@@ -251,14 +250,14 @@ def _row(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.nd
         now += step
 
 
-@njit(cache=True)
+@compiled
 def _room(act: float, irq: float, pend: float, held: float) -> float:
     """The interrupt load an arriving member adds to its ring's held handlers (none once
     the ring is full of them)."""
     return act * irq if pend < held * (1.0 - 1e-9) else 0.0
 
 
-@njit(cache=True)
+@compiled
 def _wake(lam: float, ti: float, w: float, period: float, n_wake: float, pas: bool,
           wat: bool, delay: float) -> float:
     """`fast_shared.wake_load` of one element."""
@@ -271,7 +270,7 @@ def _wake(lam: float, ti: float, w: float, period: float, n_wake: float, pas: bo
     return 0.0
 
 
-@njit(cache=True)
+@compiled
 def _waterfill(pairs: np.ndarray, lam: np.ndarray, w: np.ndarray, cpu: np.ndarray,
                weight: np.ndarray) -> np.ndarray:
     """Share `cpu` FIFO by request between the members sharing each one's core (`pairs`):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 
 from nictune.simulator.fast_cycles import Cycles
@@ -62,3 +66,25 @@ def test_a_ring_of_one_keeps_one_packet_a_tick() -> None:
     short.follow_to_end(10)
     np.testing.assert_array_equal(short.wakes, np.minimum(k, 10.0))
     assert short.late[0, 2] == 5 and short.handled[2] < n[2]
+
+
+def test_the_loops_run_where_their_machine_code_cannot_be_cached() -> None:
+    """A read-only install run by a user without a writable home: numba finds nowhere to
+    cache (simulated by allowing only its zip-file locator), and the engine compiles its
+    loops in the process instead of failing at import."""
+    code = """
+import numba, numpy as np
+try:
+    numba.njit(cache=True)(lambda x: x)
+    print("cached")
+except RuntimeError:
+    print("nowhere to cache")
+from nictune.simulator.fast_cycles import Cycles
+c = Cycles(*(np.full(2, v) for v in (2000.0, 1e-9, 0.0, 1e-3, 1.0, 0.0, 11.0)))
+c.follow_to_end(64)
+print(c.wakes.tolist())
+"""
+    env = {**os.environ, "NUMBA_CACHE_LOCATOR_CLASSES": "ZipCacheLocator"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.split("\n")
+    assert out[:2] == ["nowhere to cache", "[5.0, 5.0]"]
