@@ -346,54 +346,62 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     n_q, n_s = dims
     rho = np.clip(lam * ws, 1e-6, 0.95)
     ss = np.arange(n_s, dtype=float)
-    qs = np.arange(n_q, dtype=float)
     # P(S = n | q) = table[q, n] · ρ^(−q) · (ρ e^(−ρ))^n: row q normalised, ρ^(−q) cancels
     table, table_t = _borel_tanner_table(n_q, n_s)
     v = np.exp(ss[None, :] * (np.log(rho) - rho)[:, None])  # (e, S)
     norm = np.matmul(v, table_t)  # (e, Q): Σ_n table[q, n] v[n]
     cap = np.minimum(ring, n_q - 1).astype(np.int64)
     small = np.flatnonzero(cap < n_q - 1)  # else the ring is beyond the Poisson tail
-    # the next q (and the cycle, the drops) mixed over the wait's nodes: each drain draws
-    # its own; with one node it is the node's (no temporaries)
+    # the next q (and the cycle, the drops) mixed over the wait's nodes (K, e): each drain
+    # draws its own
     pw, extra = _wait_nodes(e, waits)
-    for j, (weight, add) in enumerate(zip(pw, delay + extra, strict=True)):
-        drain = (ss[None, :] > 0) * (add / (1.0 - rho))[:, None] + ss[None, :] * ws[:, None]
-        k = np.maximum(1.0, np.ceil((ti[:, None] + drain) / period[:, None] - 1e-9))
-        mu = lam[:, None] * (k * period[:, None] - drain)  # (e, S): mean of the next q
-        # v[n] · Poisson(mu[n]) of the next q = 0 … n_q − 1, by v e^(−μ) Π μ/i
-        # (built as (Q, e, S): a cumulative product along q over contiguous (e, S) slices)
-        part = np.empty((n_q, e, n_s))
-        np.multiply(v, np.exp(-mu), out=part[0])
-        np.divide(mu, qs[1:, None, None], out=part[1:])
-        for i in range(1, n_q):
-            part[i] *= part[i - 1]
-        if small.size:
-            part *= (qs[:, None] < cap[None, :])[:, :, None]
-        part[cap, np.arange(e), :] = 0.0
-        part[cap, np.arange(e), :] = v - part.sum(axis=0)  # the ring holds at most cap
-        over = np.zeros((small.size, n_s))
-        if small.size:
-            kr = np.broadcast_to(ring[small, None], mu[small].shape)
-            mu_s = mu[small]
-            over = np.clip(mu_s * pdtrc(np.maximum(kr - 1.0, 0.0), mu_s) - kr * pdtrc(kr, mu_s),
-                           0.0, None)
-        if pw.shape[0] == 1:
-            pm, k_mean, excess = part, k, over
-            break
-        if j == 0:
-            pm, k_mean, excess = (np.zeros(a.shape) for a in (part, k, over))
-        part *= weight[None, :, None]
-        pm += part
-        k_mean += weight[:, None] * k
-        excess += weight[small, None] * over
+    add = (delay + extra) / (1.0 - rho)  # (K, e)
+    drain = (ss > 0) * add[:, :, None] + ss * ws[:, None]  # (K, e, S)
+    k = np.maximum(1.0, np.ceil((ti[:, None] + drain) / period[:, None] - 1e-9))
+    mu = lam[:, None] * (k * period[:, None] - drain)  # the mean of the next q
+    pm = _next_ring(v, mu, pw, cap, n_q)
+    k_mean = (pw[:, :, None] * k).sum(axis=0)
+    excess = np.zeros((small.size, n_s))
+    if small.size:
+        kr = np.broadcast_to(ring[small, None], mu[:, small].shape)
+        mu_s = mu[:, small]
+        over = np.clip(mu_s * pdtrc(np.maximum(kr - 1.0, 0.0), mu_s) - kr * pdtrc(kr, mu_s),
+                       0.0, None)
+        excess = (pw[:, small, None] * over).sum(axis=0)
     # the transition matrix transposed, M[q, x] = Σ_n P(S = n | q) · P(next = x | S = n)
-    lhs = np.matmul(pm.transpose(1, 0, 2), table_t)
+    lhs = np.matmul(pm, table_t)
     lhs /= norm[:, None, :]
     pi = _stationary(lhs)
     sig = np.matmul(pi / norm, table) * v  # distribution of S
     dropped = np.zeros(e)
     dropped[small] = (sig[small] * excess).sum(axis=1)
     return (sig * k_mean).sum(axis=1) * period, (sig * ss).sum(axis=1), dropped, pi[:, 0]
+
+
+@compiled
+def _next_ring(v: np.ndarray, mu: np.ndarray, weight: np.ndarray, cap: np.ndarray,
+               n_q: int) -> np.ndarray:
+    """`_passive_chain`'s v[n] · P(next q = x | S = n) on its `n_q` states, mixed over the
+    wait's nodes: (e, Q, S). The next q is Poisson(mu) (mu (K, e, S) at each of the K nodes,
+    `weight` (K, e)), capped: the ring holds at most `cap` (e,) < n_q, the tail lumped
+    there. Built by v e^(−μ) Π μ/i along q."""
+    n_k, e, n_s = mu.shape
+    out = np.zeros((e, n_q, n_s))
+    p, held = np.empty(n_s), np.empty(n_s)
+    for i in range(e):
+        for j in range(n_k):
+            w = weight[j, i]
+            for s in range(n_s):
+                p[s] = v[i, s] * math.exp(-mu[j, i, s])
+                held[s] = 0.0
+            for q in range(cap[i]):
+                for s in range(n_s):
+                    out[i, q, s] += w * p[s]
+                    held[s] += p[s]
+                    p[s] *= mu[j, i, s] / (q + 1.0)
+            for s in range(n_s):
+                out[i, cap[i], s] += w * (v[i, s] - held[s])
+    return out
 
 
 def _wait_nodes(e: int, waits: tuple[np.ndarray, np.ndarray] | None

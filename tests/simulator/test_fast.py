@@ -1244,3 +1244,27 @@ def test_a_wide_drain_spreads_the_next_window_as_a_wrapped_normal(spread: float,
     assert mass.sum() == pytest.approx(1.0)
     assert mean == pytest.approx(float(want @ grid), rel=1e-3)
     assert mass[: int(ti / grid[1])].sum() == 0.0  # no window shorter than Ti
+
+
+def test_the_exact_chain_s_next_ring_content_is_a_capped_poisson_mixture() -> None:
+    """`_next_ring`: v[n] · P(next q = x) for the next q Poisson(μ) at each wait node,
+    mixed by the nodes' weights; the ring holds at most `cap`, the tail lumped there."""
+    from scipy.stats import poisson
+
+    from nictune.simulator import fast_passive as fp
+
+    rng = np.random.default_rng(5)
+    k, e, n_s, n_q = 3, 4, 6, 24
+    mu = rng.uniform(0.1, 12.0, (k, e, n_s))
+    v = rng.uniform(0.5, 2.0, (e, n_s))
+    weight = rng.dirichlet(np.ones(k), e).T  # (K, e), each element's sum 1
+    cap = np.array([23, 23, 5, 0])
+    out = fp._next_ring(v, mu, weight, cap, n_q)
+    x = np.arange(n_q)[None, :, None]
+    for i in range(e):
+        pmf = poisson.pmf(x, mu[:, i, None, :])  # (K, Q, S)
+        pmf[:, cap[i]] = poisson.sf(cap[i] - 1, mu[:, i])
+        pmf[:, cap[i] + 1:] = 0.0
+        want = (weight[:, i, None, None] * pmf).sum(axis=0) * v[i]
+        np.testing.assert_allclose(out[i], want, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(out.sum(axis=1), v)
