@@ -27,11 +27,16 @@ _LAGUERRE = np.polynomial.laguerre.laggauss(3)  # nodes and weights of an expone
 def compiled(fn: Callable[..., Any]) -> Any:
     """`fn` compiled by numba, its machine code cached for the next process beside the
     source or in the user's cache directory; where neither can be written (a read-only
-    install run by a user without a home), compiled anew in each process instead."""
+    install run by a user without a home), compiled anew in each process instead.
+
+    Division by zero gives inf or NaN as in NumPy (`evaluate` runs under `np.errstate`
+    ignoring them), not ZeroDivisionError. The machine code holds the values of the
+    globals it reads, and numba notices edits to the function's own file only: a kernel
+    reads constants of its own module."""
     try:
-        return numba.njit(cache=True)(fn)
+        return numba.njit(cache=True, error_model="numpy")(fn)
     except RuntimeError:  # ("cannot cache function …: no locator available")
-        return numba.njit(fn)
+        return numba.njit(error_model="numpy")(fn)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,8 @@ class Cycles:
     def follow(self, steps: int, first_late: int) -> None:
         """Advance every transmission by `steps` wake-ups, past its end too (no totals);
         those from `first_late` on count in `late`."""
+        if not 0 <= first_late <= steps:
+            raise ValueError(f"first_late {first_late} outside 0..{steps}")
         _follow(*self.params, self.j, self.handled, self.late, self.wakes, self.taken,
                 self.dropped, self.empty, steps, first_late, False)
 

@@ -454,7 +454,7 @@ def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
     s = np.maximum(q[:, :, None], (q / free[:, None])[:, :, None] + z * sd[:, :, None])
     # the waits before a drain (e, K) and their weights: the mean alone, or none and the
     # exponential's nodes; the drain's nodes times the wait's (e, B, J·K)
-    pw, extra = (a.T for a in _wait_nodes(e, waits))
+    pw, extra = (np.ascontiguousarray(a.T) for a in _wait_nodes(e, waits))
     add = delay[:, None] + extra
     wait = (add / free[:, None])[:, None, :] * (1.0 - np.exp(-q))[:, :, None]  # (e, B, K)
     # a drain spread over an eighth of a period or more: its few nodes would alias against
@@ -524,7 +524,7 @@ def _bins_to_windows(s: np.ndarray, h: np.ndarray, ws: np.ndarray, wait: np.ndar
                     drain = s[i, b, j] * ws[i] + wait[i, b, k]
                     ticks = max(1.0, math.ceil((ti[i] + drain) / period[i] - 1e-9))
                     u = min(max((ticks * period[i] - drain) / reach, 0.0), 1.0) * (windows - 1)
-                    lo = min(math.floor(u), windows - 2)
+                    lo = min(max(math.floor(u), 0), windows - 2)  # (NaN: cell 0, a NaN weight)
                     frac = u - lo
                     to_window[i, b, int(lo)] += weight * (1.0 - frac)
                     to_window[i, b, int(lo) + 1] += weight * frac

@@ -10,7 +10,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from nictune.simulator.fast_base import TINY, compiled
+from nictune.simulator.fast_base import compiled
+
+TINY = 1e-12  # fast_base.TINY, here: the compiled code holds its own module's constants
 
 
 class Totals(NamedTuple):
@@ -45,8 +47,9 @@ def phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.
     (with that time's cost per packet integrated: its w plus theirs, see below), and how
     long it keeps up at all (with the others' load then integrated).
 
-    `edges` (phases + 1,), `arriving` (phases, m), `inflow` and `end` (m,) are the host's;
-    the rest (rows, m). The sleeping batched consumers' wake-ups take the core first
+    `edges` (phases + 1,), `arriving` (phases, m), `inflow` and `end` (m,) are the host's,
+    `same` (rows, m, m) says which share a core, `wake_local` and `wake_ti` are per column
+    (m,), the rest (rows, m). The sleeping batched consumers' wake-ups take the core first
     (`_wake`: `wake_local`, `wake_ti` per column, `period` … `delay` per element, times
     `sleeps` and `ticking`). A consumer that drains beside a backlogged one alternates
     with it packet by packet, so its drains are long and its wake-ups rare: its cost is

@@ -60,13 +60,6 @@ class Wakes:
     sleeps: np.ndarray
     delay: np.ndarray  # the wait for the others' queued work before a drain
 
-    def load(self, rows: np.ndarray, cols: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """The sleeping ones' wake-up load at a packet cost w (rows × cols)."""
-        at = np.ix_(rows, cols)
-        return wake_load(self.local[cols], self.ti[cols], w, self.period[at],
-                          self.n_wake[at], self.pas[at], self.wat[at], self.delay[at]
-                          ) * self.sleeps[at]
-
 
 def core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarray,
                 soft_load: np.ndarray, cap_q: np.ndarray, wakes: Wakes | None = None

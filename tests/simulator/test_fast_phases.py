@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nictune.simulator.fast_phases import _waterfill, phases
+from nictune.simulator.fast_phases import _wake, _waterfill, phases
+from nictune.simulator.fast_shared import wake_load
 
 
 def test_waterfill_serves_a_small_ask_in_full_and_shares_the_rest_by_request() -> None:
@@ -63,3 +64,44 @@ def test_a_core_that_keeps_up_queues_nothing() -> None:
     np.testing.assert_allclose(t.q_end + t.dropped + t.behind, 0.0)
     np.testing.assert_allclose(t.fin, 1.0)
     np.testing.assert_allclose(t.rho, [[0.4, 0.3]])
+
+
+def test_an_active_wait_backlog_takes_a_packet_per_request_it_queues() -> None:
+    """Both saturate the core (2 cores of work over 1 s); active_wait queues a request per
+    packet of its backlog (`weight` 3 here) against the other's one: 3 packets to 1 while
+    both arrive; after, its backlog (2.5e5) empties at 1/3 s and the other's 6.7e5 alone
+    at the whole core, done at 2 s."""
+    host = _host([1e6, 1e6], [1e9])
+    host["weight"] = np.array([[3.0, 1.0]])
+    t = phases(**host)
+    np.testing.assert_allclose(t.taken_own, [[7.5e5, 2.5e5]])
+    np.testing.assert_allclose(t.q_end, [[2.5e5, 7.5e5]])
+    np.testing.assert_allclose(t.fin, [[1.0 + 1.0 / 3.0, 2.0]])
+
+
+def test_transmissions_on_different_cores_do_not_meet() -> None:
+    host = _host([1.5e6, 4e5], [1e9])
+    host["same"] = np.eye(2)[None]
+    t = phases(**host)
+    np.testing.assert_allclose(t.taken_own, [[1e6, 4e5]])  # the first alone on its core
+    np.testing.assert_allclose(t.q_end, [[5e5, 0.0]])
+    np.testing.assert_allclose(t.rho, 0.0)
+    np.testing.assert_allclose(t.fin, [[1.5, 1.0]])
+
+
+def test_the_compiled_wake_up_load_is_fast_shared_s() -> None:
+    """`_wake` (one element, inside the phases) against `wake_load` (arrays)."""
+    rng = np.random.default_rng(2)
+    m = 300
+    lam, ti = rng.uniform(1e3, 1e6, m), rng.uniform(1e-6, 1e-4, m)
+    w = rng.uniform(0.05, 1.2, m) / lam
+    period, n_wake = np.exp(rng.uniform(-12, -2, m)), rng.integers(1, 512, m).astype(float)
+    mode = rng.integers(0, 3, m)
+    pas, wat = mode == 0, mode == 1
+    delay = rng.uniform(0.0, 1e-4, m)
+    want = wake_load(lam, ti, w[None], period[None], n_wake[None], pas[None], wat[None],
+                     delay[None])[0]
+    got = [_wake(*args) for args in zip(lam, ti, w, period, n_wake, pas, wat, delay,
+                                        strict=True)]
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+    assert (want[mode == 2] == 0.0).all() and (want[mode < 2] > 0.0).all()
