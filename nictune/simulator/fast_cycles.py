@@ -5,8 +5,6 @@ advances it, compiled (numba): each element steps on its own and stops at its ow
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from nictune.simulator.fast_base import compiled
@@ -81,7 +79,7 @@ def _follow(lam_t: np.ndarray, lam_ti: np.ndarray, ring: np.ndarray, n: np.ndarr
             if step == first_late:
                 j_late[e] = jj
             a = jj * lam_t[e] + lam_ti[e]  # the drain starts Ti after the tick
-            arrived = min(math.floor(a + 1e-9) + 1.0, n[e])  # (none past the last)
+            arrived = min(np.floor(a + 1e-9) + 1.0, n[e])  # (none past the last)
             q = arrived - h
             drop = max(q - ring[e], 0.0)
             q -= drop
@@ -89,7 +87,7 @@ def _follow(lam_t: np.ndarray, lam_ti: np.ndarray, ring: np.ndarray, n: np.ndarr
             extra = 0.0
             if busy:
                 a += lam_d[e]  # the drain's start
-                extra = max(math.floor((q * rho[e] + a - arrived) * inv[e] + 1e-9) + 1.0,
+                extra = max(np.floor((q * rho[e] + a - arrived) * inv[e] + 1e-9) + 1.0,
                             0.0)
                 extra = min(extra, n[e] - arrived)
             q += extra  # packets this wake-up takes
@@ -98,7 +96,7 @@ def _follow(lam_t: np.ndarray, lam_ti: np.ndarray, ring: np.ndarray, n: np.ndarr
             nxt = jj + ti_t[e]
             if busy:
                 nxt += d_t[e]
-            nxt = max(math.ceil(nxt + q * ws_t[e] - 1e-9), jj + 1.0)
+            nxt = max(np.ceil(nxt + q * ws_t[e] - 1e-9), jj + 1.0)
             if to_end:
                 wakes[e] += 1.0
                 taken[e] += q

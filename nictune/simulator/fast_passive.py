@@ -24,6 +24,7 @@ from nictune.simulator.fast_base import (
     Ctx,
     Mode,
     compiled,
+    excess,
     poisson_excess,
     random_wait,
 )
@@ -285,44 +286,52 @@ def _passive_map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
     map's fixed point is unstable, the noise is amplified into the map's own cycle, and the
     statistics average its last steps.
     """
-    free = np.clip(1.0 - lam * ws, 1e-6, None)
-    q = np.minimum(ring, 1.0 + lam * (phase * period + ti))  # the first tick, phase·T in
-    stats = np.zeros((4, lam.size))
+    return tuple(_map(lam, ws, ti, period, ring, poisson, delay, phase))
+
+
+@compiled
+def _map(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+         ring: np.ndarray, poisson: np.ndarray, delay: np.ndarray, phase: float
+         ) -> np.ndarray:
+    """`_passive_map`, element by element: its four statistics (4, e)."""
+    e = lam.size
+    out = np.zeros((4, e))
     steps, keep = 24, 12
-    a = ws / free / period  # periods of drain per packet in the ring
-    k_idle = np.maximum(1.0, np.ceil(ti / period - 1e-9))
-    noisy = np.flatnonzero(poisson)
-    slope = np.clip(lam * ws / free, 0.0, 0.95)
-    amplify = 1.0 / (1.0 - slope * slope)
-    near = np.flatnonzero(np.abs(ring - lam * (period + ti)) < 12.0 * np.sqrt(
-        lam * (period + ti)) + 12.0)  # may overflow: the Poisson tail matters
-    for i in range(steps):
-        d = (q * ws + delay * (1.0 - np.exp(-q))) / free
-        k = np.maximum(1.0, np.ceil((ti + d) / period - 1e-9))
-        if noisy.size:
-            # an empty ring gives ⌈Ti/T⌉; otherwise E⌈(Ti + q·w/(1 − λw))/T⌉ over q > 0
-            qn = q[noisy]
-            p0 = np.exp(-qn)
-            mean = qn / np.maximum(1.0 - p0, 1e-12)
-            var = np.clip((qn + qn * qn) / np.maximum(1.0 - p0, 1e-12) - mean * mean, 0.0,
-                          None)
-            an = a[noisy]
-            # the drain feeds the next window back with slope λw/(1 − λw): variance grows
-            var = var * amplify[noisy]
-            wait = delay[noisy] / free[noisy] / period[noisy]  # (others' work first)
-            k_pos = np.maximum(1.0, _mean_ceil(ti[noisy] / period[noisy] + mean * an + wait,
-                                               np.sqrt(var) * an))
-            k[noisy] = p0 * k_idle[noisy] + (1.0 - p0) * k_pos
-        x = np.clip(lam * (k * period - d), 0.0, None)
-        q_new = np.minimum(x, ring)
-        if near.size:
-            pn = near[poisson[near]]
-            q_new[pn] = x[pn] - poisson_excess(x[pn], ring[pn])
-        if i >= steps - keep:
-            stats += (k * period, q + lam * d, x - q_new, np.where(
-                poisson, np.exp(-x), np.clip(1.0 - x, 0.0, 1.0)))
-        q = q_new
-    return tuple(stats / keep)
+    for i in range(e):
+        free = np.maximum(1.0 - lam[i] * ws[i], 1e-6)
+        q = np.minimum(ring[i], 1.0 + lam[i] * (phase * period[i] + ti[i]))  # the first tick
+        a = ws[i] / free / period[i]  # periods of drain per packet in the ring
+        k_idle = np.maximum(1.0, np.ceil(ti[i] / period[i] - 1e-9))
+        slope = np.minimum(np.maximum(lam[i] * ws[i] / free, 0.0), 0.95)
+        amplify = 1.0 / (1.0 - slope * slope)
+        reach = lam[i] * (period[i] + ti[i])
+        near = np.abs(ring[i] - reach) < 12.0 * np.sqrt(reach) + 12.0  # may overflow
+        for step in range(steps):
+            d = (q * ws[i] + delay[i] * (1.0 - np.exp(-q))) / free
+            k = np.maximum(1.0, np.ceil((ti[i] + d) / period[i] - 1e-9))
+            if poisson[i]:
+                # an empty ring gives ⌈Ti/T⌉; otherwise E⌈(Ti + q·w/(1 − λw))/T⌉ over q > 0
+                p0 = np.exp(-q)
+                mean = q / np.maximum(1.0 - p0, 1e-12)
+                var = np.maximum((q + q * q) / np.maximum(1.0 - p0, 1e-12) - mean * mean, 0.0)
+                # the drain feeds the next window back with slope λw/(1 − λw): variance grows
+                var = var * amplify
+                wait = delay[i] / free / period[i]  # (others' work first)
+                k_pos = np.maximum(1.0, _mean_ceil(ti[i] / period[i] + mean * a + wait,
+                                                   np.sqrt(var) * a))
+                k = p0 * k_idle + (1.0 - p0) * k_pos
+            x = np.maximum(lam[i] * (k * period[i] - d), 0.0)
+            q_new = np.minimum(x, ring[i])
+            if near and poisson[i]:  # the Poisson tail matters
+                q_new = x - excess(x, ring[i])
+            if step >= steps - keep:
+                out[0, i] += k * period[i]
+                out[1, i] += q + lam[i] * d
+                out[2, i] += x - q_new
+                out[3, i] += np.exp(-x) if poisson[i] else np.minimum(np.maximum(1.0 - x, 0.0),
+                                                                      1.0)
+            q = q_new
+    return out / keep
 
 
 def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
@@ -522,7 +531,7 @@ def _bins_to_windows(s: np.ndarray, h: np.ndarray, ws: np.ndarray, wait: np.ndar
                 for k in range(n_k):
                     weight = h[j] * pw[i, k]
                     drain = s[i, b, j] * ws[i] + wait[i, b, k]
-                    ticks = max(1.0, math.ceil((ti[i] + drain) / period[i] - 1e-9))
+                    ticks = max(1.0, np.ceil((ti[i] + drain) / period[i] - 1e-9))
                     u = min(max((ticks * period[i] - drain) / reach, 0.0), 1.0) * (windows - 1)
                     lo = min(max(math.floor(u), 0), windows - 2)  # (NaN: cell 0, a NaN weight)
                     frac = u - lo
@@ -728,14 +737,15 @@ def _passive_onoff(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     return wakes + gap_total, empty + gap_total, dropped
 
 
-def _mean_ceil(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+@compiled
+def _mean_ceil(mu: float, sigma: float) -> float:
     """E⌈Y⌉ for Y ≈ Normal(mu, sigma²): mu + ½ + Σₖ sin(2πk·mu)/(πk)·exp(−2π²k²σ²)."""
-    out = np.where(sigma < 0.12, np.ceil(mu - 1e-9), mu + 0.5)
-    sel = np.flatnonzero(sigma >= 0.12)
+    if sigma < 0.12:
+        return np.ceil(mu - 1e-9)
+    out = mu + 0.5
     for k in range(1, 7):  # the k-th term is below e^-20 once σ ≥ 1/k
-        sel = sel[sigma[sel] < 1.0 / k]  # (σ < 1/k holds for fewer elements at each k)
-        if not sel.size:
+        if not sigma < 1.0 / k:
             break
-        out[sel] += np.sin(2 * np.pi * k * mu[sel]) / (np.pi * k) * np.exp(
-            -2 * np.pi**2 * k * k * sigma[sel] ** 2)
+        out += np.sin(2 * np.pi * k * mu) / (np.pi * k) * np.exp(
+            -2 * np.pi**2 * k * k * sigma**2)
     return out

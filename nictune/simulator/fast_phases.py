@@ -266,7 +266,7 @@ def _wake(lam: float, ti: float, w: float, period: float, n_wake: float, pas: bo
     """`fast_shared.wake_load` of one element."""
     free = max(1.0 - lam * w, 1e-6)
     if pas:
-        k = max(1.0, math.ceil((ti + delay) / (period * free) - 1e-9))
+        k = max(1.0, np.ceil((ti + delay) / (period * free) - 1e-9))
         return ti / (k * period)
     if wat:
         return lam * ti / (n_wake + lam * (ti + delay + n_wake * w) / free)

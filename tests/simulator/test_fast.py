@@ -1268,3 +1268,21 @@ def test_the_exact_chain_s_next_ring_content_is_a_capped_poisson_mixture() -> No
         want = (weight[:, i, None, None] * pmf).sum(axis=0) * v[i]
         np.testing.assert_allclose(out[i], want, rtol=1e-9, atol=1e-15)
     np.testing.assert_allclose(out.sum(axis=1), v)
+
+
+def test_the_poisson_excess_over_a_ring_sums_the_tail() -> None:
+    """`poisson_excess` (scipy's Poisson survival function, called from compiled code)
+    against E[(X − k)+] summed term by term; far below the mean it is mu − k, far above 0,
+    and NaN gives 0 as before."""
+    from scipy.stats import poisson
+
+    from nictune.simulator.fast_base import poisson_excess
+
+    mu = np.array([0.3, 4.0, 50.0, 50.0, 900.0, 900.0, 1e6, 2.0])
+    k = np.array([1.0, 3.0, 40.0, 65.5, 850.0, 1000.0, 1e5, 1e4])
+    want = []
+    for m, kk in zip(mu, np.floor(k), strict=True):
+        j = np.arange(int(kk), int(m + 40 * np.sqrt(m) + 40))
+        want.append(float(((j - kk) * poisson.pmf(j, m)).sum()) if m < 1e5 else m - kk)
+    np.testing.assert_allclose(poisson_excess(mu, k), want, rtol=1e-9, atol=1e-300)
+    assert poisson_excess(np.array([5.0]), np.array([np.nan]))[0] == 0.0
