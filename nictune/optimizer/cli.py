@@ -119,8 +119,17 @@ def run(args: argparse.Namespace) -> int:
                 search.run()
             if search.stop_requested:
                 raise KeyboardInterrupt
+            checked = time.perf_counter()
+            if args.verify == "des":  # (the longest silence of a run: say what it is)
+                hosts = len(config.hosts)
+                print(f"checking the plan with the DES: the defaults and the plan of {hosts} "
+                      f"host{'s' * (hosts != 1)} on {workers} worker{'s' * (workers != 1)}",
+                      file=sys.stderr, flush=True)
             plan_path, outcome, meta, summary = write_all(search, args.prefer, args.verify,
                                                           started, out)
+            if args.verify == "des":
+                print(f"checked in {time.perf_counter() - checked:.1f} s", file=sys.stderr,
+                      flush=True)
     except KeyboardInterrupt:  # outside the map, so its workers stop at once
         gen = search.state.generation if search and search.state else 0
         where = (f"the last checkpoint (generation {_saved_generation(out)}) is in {out}; "

@@ -24,7 +24,8 @@ def test_optimizer_cli_writes_every_output_and_a_loadable_plan(
         small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
     assert main(["optimize", str(small_config), "--out", str(out), *FAST, "--json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    printed = capsys.readouterr()
+    doc, err = json.loads(printed.out), printed.err
     for name in ("plan.yaml", "pareto.csv", "logbook.csv", "convergence.png", "pareto.png",
                  "summary.md", "checkpoint.json"):
         assert (out / name).stat().st_size > 0, name
@@ -41,6 +42,8 @@ def test_optimizer_cli_writes_every_output_and_a_loadable_plan(
     assert set(first) >= {"id", "setting", "default", "optimized"}
     assert first["default"]["throughput_bps"] > 0 and "latency_p99_s" in first["optimized"]
     assert "PREDICTED" in (out / "summary.md").read_text()
+    assert "checking the plan with the DES: the defaults and the plan of 3 hosts on" in err
+    assert "checked in " in err
 
 
 def test_optimizer_cli_prints_the_table_without_json(
@@ -50,6 +53,7 @@ def test_optimizer_cli_prints_the_table_without_json(
     text = capsys.readouterr()
     assert "| transmission | size | packet size | default throughput" in text.out
     assert "PREDICTED" in text.out and "gen    3/3" in text.err
+    assert "checking the plan" not in text.err  # (--verify none)
     meta = load_plan(tmp_path / "r" / "plan.yaml").meta
     assert meta["prefer"] == "balanced" and meta["verify"] == "none"
     assert meta["objectives"] == ["throughput", "interrupts", "cpu", "energy"]
