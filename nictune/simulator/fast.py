@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import numpy as np
-from scipy.special import gammaincinv
+from scipy.special import gammaincinv, ndtr
 
 from nictune.model import PLACEMENT_COST, PLACEMENTS, Config, NicSetting, Transmission
 from nictune.simulator.batch import ACTIVE, BUSY, PASSIVE, WATERMARK, SettingBatch
@@ -484,7 +484,11 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     # wake j comes at packet (j − 1)·c + n_w; what is left after the last one is < n_w
     full = np.where(n >= n_wake, np.floor((n - n_wake) / c + 1e-9) + 1.0, 0.0)
     left = np.clip(n - full * c, 0.0, None)
-    left = np.where(cx.poisson, np.where(n < wm, n, np.minimum((wm - 1.0) / 2.0, n)), left)
+    # Poisson: the arrivals end inside a drain (nothing left) or in the n_w − 1 after it
+    # (n_w/c of the time: (n_w − 1)/2 left on average); none if the first drain takes all
+    tail = np.where(n_wake + extra >= n, 0.0,
+                    (wm - 1.0) / 2.0 * np.minimum(1.0, n_wake / np.maximum(c, 1.0)))
+    left = np.where(cx.poisson, np.where(n < wm, n, np.minimum(tail, n)), left)
     # (Poisson with a timeout: the last arrival finds the consumer asleep — leaving 1 to
     # n_w − 1 packets for the timeout — with the probability p = (n_w − 1)/c that an
     # arrival comes before its cycle's wake-up, else a drain takes it. A tail predicted
@@ -497,6 +501,16 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
     left = np.where(cx.poisson & timed, np.where(asleep, np.minimum(n, (n_wake - 1.0) / 2.0),
                                                  0.0), left)
     wakes = np.where(cx.poisson, (n - left) / c, full) + np.where(timed & (left > 0), 1.0, 0.0)
+    # Poisson without a timeout and a few wake-ups: whole ones (`_renewals`), where the
+    # drains' spread leaves their sums near normal
+    # drains: n_w + extra packets on average (not capped by what is left to come)
+    drained = n_wake + extra
+    few = np.flatnonzero(cx.poisson & ~timed & (n >= n_wake) & (n - n_wake <= 20.0 * drained))
+    work = ti[few] + delay[few] + n_wake[few] * ws[few]  # what starts a drain, s
+    var = lam[few] * work / (1.0 - np.clip(lam[few] * ws[few], 0.0, 0.999)) ** 3
+    near = var <= drained[few] ** 2
+    few, var = few[near], var[near]
+    wakes[few], left[few] = _renewals(n[few], n_wake[few], drained[few], var)
     # onoff with a timeout shorter than the gap: every burst ends with a timeout wake-up;
     # with a burst's last drain running to its end, every burst starts from an empty ring
     # (the last burst holds what is left of N)
@@ -565,6 +579,25 @@ def _watermark(cx: Ctx, wm: np.ndarray, tau: np.ndarray, n_wake: np.ndarray,
                 stranded=np.where(timed, 0.0, left), duration=duration,
                 lat_mean=ws + lat_mean, lat_p99=ws + p99,
                 followed=np.where(across & (a_fits > 0), ALL_FOLLOWED, 0.0))
+
+
+def _renewals(n: np.ndarray, w: np.ndarray, c: np.ndarray, var: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(E[wake-ups], E[packets left]) of a watermark consumer over n Poisson arrivals,
+    woken at the w-th packet queued, whose drains take c packets on average (w and what
+    arrives during an M/D/1 busy period: variance `var`).
+
+    Wake k + 1 comes once the first k drains have taken T_k ≤ n − w packets; T_k, a sum of
+    k drains, is about Normal(kc, k·var). What the last drain leaves is n − T_k, for the k
+    with n − w < T_k < n (a drain takes at least w, so that k is the last): E[(n − T)·1{…}]
+    of a normal, summed over k."""
+    k = np.arange(1.0, 64.0)[:, None]  # (n − w ≤ 20c: beyond 63 drains, 5 σ past n − w)
+    mean, sd = k * c, np.sqrt(k * var) + 1e-9
+    lo, hi = (n - w - mean) / sd, (n - mean) / sd
+    wakes = 1.0 + ndtr(lo).sum(axis=0)
+    density = np.exp(-0.5 * hi * hi) - np.exp(-0.5 * lo * lo)
+    left = ((n - mean) * (ndtr(hi) - ndtr(lo)) + sd * density / np.sqrt(2.0 * np.pi)).sum(axis=0)
+    return wakes, left
 
 
 def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.ndarray,
