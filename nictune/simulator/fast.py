@@ -588,16 +588,16 @@ def _renewals(n: np.ndarray, w: np.ndarray, c: np.ndarray, var: np.ndarray
     arrives during an M/D/1 busy period: variance `var`).
 
     Wake k + 1 comes once the first k drains have taken T_k ≤ n − w packets; T_k, a sum of
-    k drains, is about Normal(kc, k·var). What the last drain leaves is n − T_k, for the k
-    with n − w < T_k < n (a drain takes at least w, so that k is the last): E[(n − T)·1{…}]
-    of a normal, summed over k."""
+    k drains, is about Normal(kc, k·var), and at least k·w. What the last drain leaves is
+    n − T_k, for the k with n − w < T_k < n (a drain takes at least w, so that k is the
+    last): E[(n − T)·1{…}] of a normal, summed over k."""
     k = np.arange(1.0, 64.0)[:, None]  # (n − w ≤ 20c: beyond 63 drains, 5 σ past n − w)
     mean, sd = k * c, np.sqrt(k * var) + 1e-9
     lo, hi = (n - w - mean) / sd, (n - mean) / sd
-    wakes = 1.0 + ndtr(lo).sum(axis=0)
+    wakes = 1.0 + (ndtr(lo) * (k * w <= n - w)).sum(axis=0)
     density = np.exp(-0.5 * hi * hi) - np.exp(-0.5 * lo * lo)
-    left = ((n - mean) * (ndtr(hi) - ndtr(lo)) + sd * density / np.sqrt(2.0 * np.pi)).sum(axis=0)
-    return wakes, left
+    left = ((n - mean) * (ndtr(hi) - ndtr(lo)) + sd * density / np.sqrt(2.0 * np.pi))
+    return wakes, (left * (k * w < n)).sum(axis=0)
 
 
 def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.ndarray,

@@ -1299,6 +1299,10 @@ def test_a_watermark_s_few_wake_ups_are_whole_ones() -> None:
     wakes, left = _renewals(np.array([10.0]), np.array([3.0]), np.array([3.0]),
                             np.array([0.0]))
     assert wakes[0] == pytest.approx(3.0) and left[0] == pytest.approx(1.0)
+    # a drain takes at least w, however spread its mean: one packet woken at one, 1 wake-up
+    wakes, left = _renewals(np.array([1.0]), np.array([1.0]), np.array([1.5]),
+                            np.array([2.0]))
+    assert (wakes[0], left[0]) == (1.0, 0.0)
     rng = np.random.default_rng(4)
     n, w, extra = np.array([1000.0, 1000.0, 400.0]), np.array([50.0, 200.0, 30.0]), \
         np.array([100.0, 60.0, 90.0])
