@@ -43,6 +43,7 @@ from nictune.simulator.fast_base import (
     Ctx,
     Mode,
     Workload,
+    compiled,
     poisson_excess,
     random_wait,
 )
@@ -619,59 +620,10 @@ def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.nda
     size from a burst's start), the packets lost, whether the ring holds the peak, and
     which elements this holds for (not those that catch up)."""
     n, ws, ti, lam = cx.n, cx.ws, cx.ti, cx.lam
-    per_burst, bursts = cx.c("per_burst"), cx.c("bursts")
-    load = lam * ws
-    spare = cx.c("cycle") - per_burst * ws  # what each later burst gives back
-    on, gap = cx.c("on"), cx.c("off")
-
-    def group(at: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(packets, next offset, catches up in its wake-up burst, the most it queues)
-        of the groups of elements `at` that start `offset` packets into a burst."""
-        pb, nw, ld, sp, w = per_burst[at], n_wake[at], load[at], spare[at], ws[at]
-        b = np.ceil((offset + nw) / pb - 1e-9) - 1.0  # the wake-up burst
-        rest = (b + 1.0) * pb - offset - nw  # its packets after the wake-up
-        work = ti[at] + delay[at] + nw * w
-        catches = (ld < 1.0) & (work / np.maximum(1.0 - ld, TINY) < rest / lam[at])
-        # s the drain runs past that burst's gap, and the bursts it runs into
-        over = work + rest * w - rest / lam[at] - gap[at]
-        more = np.where(over > 0, np.where(sp > 0, np.ceil(
-            over / np.maximum(sp, TINY) - 1e-9), bursts[at]), 0.0)
-        # the last of them: its backlog (r s of work) may clear before it ends, after
-        # ⌈λr / (1 − λw)⌉ of its packets
-        r = over - (more - 1.0) * sp
-        mid = (more >= 1.0) & (ld < 1.0) & (r < on[at] * (1.0 - ld))
-        part = np.minimum(np.ceil(lam[at] * r / np.maximum(1.0 - ld, TINY) - 1e-9), pb - 1.0)
-        stop = np.where(mid, (b + more) * pb + part, (b + more + 1.0) * pb)
-        # (a group that starts inside a burst may catch up in its wake-up burst: after
-        # ⌈λ·work / (1 − λw)⌉ more packets, where the next count starts)
-        up = offset + nw + np.ceil(lam[at] * work / np.maximum(1.0 - ld, TINY) - 1e-9)
-        stop = np.where(catches, up, stop)
-        after = np.where(catches, up - b * pb, np.where(mid, part, 0.0))
-        # the queue peaks at the end of the wake-up burst or of the next (a burst past the
-        # core's rate adds 1 − 1/λw of its packets)
-        grows = np.clip(1.0 - 1.0 / np.maximum(ld, TINY), 0.0, None)
-        peak = np.maximum(nw + rest * grows, np.where(over > 0, over / w + pb * grows, 0.0))
-        return np.minimum(stop, bursts[at] * pb) - offset, after, catches, peak
-
-    everyone = np.arange(n.size)
-    first, _, catches, peak = group(everyone, np.zeros(n.size))
-    done, before, wakes, offset = (np.zeros(n.size) for _ in range(4))
+    first, catches, peak, done, before, wakes = _groups(
+        n, n_wake, lam, ws, ti, delay, cx.c("per_burst"), cx.c("bursts"), cx.c("cycle"),
+        cx.c("on"), cx.c("off"), horizon)
     ok = np.flatnonzero(~catches)
-    going = ok
-    for _ in range(horizon):
-        if not going.size:
-            break
-        taken, offset[going], _, _ = group(going, offset[going])
-        before[going] = done[going]
-        done[going] += taken
-        wakes[going] += 1.0
-        going = going[done[going] + n_wake[going] <= n[going]]  # another wake-up comes
-    if going.size:  # (past the horizon: the rest at the mean size)
-        size = done[going] / wakes[going]
-        extra = np.floor((n[going] - done[going] - n_wake[going]) / size + 1e-9) + 1.0
-        before[going] = done[going] + (extra - 1.0) * size
-        done[going] += extra * size
-        wakes[going] += extra
     left = np.clip(n - done, 0.0, None)
     last = np.minimum(n, done)
     # what a ring smaller than the peak loses, each group alike
@@ -689,6 +641,80 @@ def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.nda
     p99[ok] = np.percentile(start[ok, None] + (i - 1.0) * ws[ok, None] - arrived, 99.0,
                             axis=1)
     return wakes + (timed & (left > 0)), left, end, lat, p99, lost, peak <= cx.ring, ~catches
+
+
+@compiled
+def _groups(n: np.ndarray, n_wake: np.ndarray, lam: np.ndarray, ws: np.ndarray,
+            ti: np.ndarray, delay: np.ndarray, per_burst: np.ndarray, bursts: np.ndarray,
+            cycle: np.ndarray, on: np.ndarray, gap: np.ndarray, horizon: int
+            ) -> tuple[np.ndarray, ...]:
+    """`_across_bursts`' groups, element by element: (packets of the first group, whether
+    it catches up in its wake-up burst, the most it queues, the packets the wake-ups take,
+    those taken before the last, the wake-ups)."""
+    e = n.size
+    first, peak, done, before, wakes = (np.zeros(e), np.zeros(e), np.zeros(e),
+                                        np.zeros(e), np.zeros(e))
+    catches = np.zeros(e, np.bool_)
+    for i in range(e):
+        first[i], _, catches[i], peak[i] = _group(
+            0.0, n_wake[i], lam[i], ws[i], ti[i], delay[i], per_burst[i], bursts[i],
+            cycle[i], on[i], gap[i])
+        if catches[i]:
+            continue
+        offset = 0.0
+        going = True
+        for _ in range(horizon):
+            taken, offset, _, _ = _group(offset, n_wake[i], lam[i], ws[i], ti[i], delay[i],
+                                         per_burst[i], bursts[i], cycle[i], on[i], gap[i])
+            before[i] = done[i]
+            done[i] += taken
+            wakes[i] += 1.0
+            going = done[i] + n_wake[i] <= n[i]  # another wake-up comes
+            if not going:
+                break
+        if going:  # (past the horizon: the rest at the mean size)
+            size = done[i] / wakes[i]
+            extra = np.floor((n[i] - done[i] - n_wake[i]) / size + 1e-9) + 1.0
+            before[i] = done[i] + (extra - 1.0) * size
+            done[i] += extra * size
+            wakes[i] += extra
+    return first, catches, peak, done, before, wakes
+
+
+@compiled
+def _group(offset: float, nw: float, lam: float, w: float, ti: float, delay: float,
+           pb: float, bursts: float, cycle: float, on: float, gap: float
+           ) -> tuple[float, float, bool, float]:
+    """(packets, next offset, catches up in its wake-up burst, the most it queues) of a
+    group that starts `offset` packets into a burst."""
+    ld = lam * w
+    sp = cycle - pb * w  # what each later burst gives back
+    b = np.ceil((offset + nw) / pb - 1e-9) - 1.0  # the wake-up burst
+    rest = (b + 1.0) * pb - offset - nw  # its packets after the wake-up
+    work = ti + delay + nw * w
+    catches = (ld < 1.0) and (work / np.maximum(1.0 - ld, TINY) < rest / lam)
+    # s the drain runs past that burst's gap, and the bursts it runs into
+    over = work + rest * w - rest / lam - gap
+    more = 0.0
+    if over > 0:
+        more = np.ceil(over / np.maximum(sp, TINY) - 1e-9) if sp > 0 else bursts
+    # the last of them: its backlog (r s of work) may clear before it ends, after
+    # ⌈λr / (1 − λw)⌉ of its packets
+    r = over - (more - 1.0) * sp
+    mid = (more >= 1.0) and (ld < 1.0) and (r < on * (1.0 - ld))
+    part = np.minimum(np.ceil(lam * r / np.maximum(1.0 - ld, TINY) - 1e-9), pb - 1.0)
+    stop = (b + more) * pb + part if mid else (b + more + 1.0) * pb
+    # (a group that starts inside a burst may catch up in its wake-up burst: after
+    # ⌈λ·work / (1 − λw)⌉ more packets, where the next count starts)
+    up = offset + nw + np.ceil(lam * work / np.maximum(1.0 - ld, TINY) - 1e-9)
+    if catches:
+        stop = up
+    after = up - b * pb if catches else (part if mid else 0.0)
+    # the queue peaks at the end of the wake-up burst or of the next (a burst past the
+    # core's rate adds 1 − 1/λw of its packets)
+    grows = np.maximum(1.0 - 1.0 / np.maximum(ld, TINY), 0.0)
+    peak = np.maximum(nw + rest * grows, over / w + pb * grows if over > 0 else 0.0)
+    return np.minimum(stop, bursts * pb) - offset, after, catches, peak
 
 
 def _backlog_wait(lam: np.ndarray, r: np.ndarray, on: np.ndarray, cap: np.ndarray,
