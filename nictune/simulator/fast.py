@@ -44,10 +44,10 @@ from nictune.simulator.fast_base import (
     Mode,
     Workload,
     compiled,
-    poisson_excess,
     random_wait,
 )
-from nictune.simulator.fast_passive import draws_waits, passive
+from nictune.simulator.fast_passive import draws_waits, passive, poisson_excess
+from nictune.simulator.fast_phases import wake_load
 from nictune.simulator.fast_shared import (
     RANDOM_WAIT,
     Partners,
@@ -61,7 +61,6 @@ from nictune.simulator.fast_shared import (
     queue_wait,
     random_share,
     round_robin,
-    wake_load,
 )
 from nictune.simulator.metrics import Metrics
 
@@ -73,6 +72,7 @@ METRIC_KEYS = ("packets_offered", "packets_delivered", "packets_dropped", "packe
                "energy_j")
 _PLACE = np.array([PLACEMENT_COST[p] for p in PLACEMENTS])
 BLOCK = 50_000  # (p, t) elements `evaluate` works on at a time
+_TINY = 1e-12  # fast_base.TINY, for `_group`: compiled code reads its own file's constants
 _NODES, _WEIGHTS = np.polynomial.legendre.leggauss(8)
 _NODES = (_NODES + 1.0) / 2.0  # (on [0, 1])
 
@@ -656,16 +656,18 @@ def _groups(n: np.ndarray, n_wake: np.ndarray, lam: np.ndarray, ws: np.ndarray,
                                         np.zeros(e), np.zeros(e))
     catches = np.zeros(e, np.bool_)
     for i in range(e):
-        first[i], _, catches[i], peak[i] = _group(
+        taken, offset, catches[i], peak[i] = _group(
             0.0, n_wake[i], lam[i], ws[i], ti[i], delay[i], per_burst[i], bursts[i],
             cycle[i], on[i], gap[i])
+        first[i] = taken
         if catches[i]:
             continue
-        offset = 0.0
         going = True
-        for _ in range(horizon):
-            taken, offset, _, _ = _group(offset, n_wake[i], lam[i], ws[i], ti[i], delay[i],
-                                         per_burst[i], bursts[i], cycle[i], on[i], gap[i])
+        for g in range(horizon):
+            if g:  # (the first group is the one above)
+                taken, offset, _, _ = _group(offset, n_wake[i], lam[i], ws[i], ti[i],
+                                             delay[i], per_burst[i], bursts[i], cycle[i],
+                                             on[i], gap[i])
             before[i] = done[i]
             done[i] += taken
             wakes[i] += 1.0
@@ -692,27 +694,27 @@ def _group(offset: float, nw: float, lam: float, w: float, ti: float, delay: flo
     b = np.ceil((offset + nw) / pb - 1e-9) - 1.0  # the wake-up burst
     rest = (b + 1.0) * pb - offset - nw  # its packets after the wake-up
     work = ti + delay + nw * w
-    catches = (ld < 1.0) and (work / np.maximum(1.0 - ld, TINY) < rest / lam)
+    catches = (ld < 1.0) and (work / np.maximum(1.0 - ld, _TINY) < rest / lam)
     # s the drain runs past that burst's gap, and the bursts it runs into
     over = work + rest * w - rest / lam - gap
     more = 0.0
     if over > 0:
-        more = np.ceil(over / np.maximum(sp, TINY) - 1e-9) if sp > 0 else bursts
+        more = np.ceil(over / np.maximum(sp, _TINY) - 1e-9) if sp > 0 else bursts
     # the last of them: its backlog (r s of work) may clear before it ends, after
     # ⌈λr / (1 − λw)⌉ of its packets
     r = over - (more - 1.0) * sp
     mid = (more >= 1.0) and (ld < 1.0) and (r < on * (1.0 - ld))
-    part = np.minimum(np.ceil(lam * r / np.maximum(1.0 - ld, TINY) - 1e-9), pb - 1.0)
+    part = np.minimum(np.ceil(lam * r / np.maximum(1.0 - ld, _TINY) - 1e-9), pb - 1.0)
     stop = (b + more) * pb + part if mid else (b + more + 1.0) * pb
     # (a group that starts inside a burst may catch up in its wake-up burst: after
     # ⌈λ·work / (1 − λw)⌉ more packets, where the next count starts)
-    up = offset + nw + np.ceil(lam * work / np.maximum(1.0 - ld, TINY) - 1e-9)
+    up = offset + nw + np.ceil(lam * work / np.maximum(1.0 - ld, _TINY) - 1e-9)
     if catches:
         stop = up
     after = up - b * pb if catches else (part if mid else 0.0)
     # the queue peaks at the end of the wake-up burst or of the next (a burst past the
     # core's rate adds 1 − 1/λw of its packets)
-    grows = np.maximum(1.0 - 1.0 / np.maximum(ld, TINY), 0.0)
+    grows = np.maximum(1.0 - 1.0 / np.maximum(ld, _TINY), 0.0)
     peak = np.maximum(nw + rest * grows, over / w + pb * grows if over > 0 else 0.0)
     return np.minimum(stop, bursts * pb) - offset, after, catches, peak
 

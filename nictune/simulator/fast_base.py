@@ -9,10 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import llvmlite.binding
 import numba
 import numpy as np
-from numba.extending import get_cython_function_address
 
 from nictune.model import ARRIVALS, Config, Transmission
 from nictune.simulator.arrivals import onoff_bursts
@@ -32,8 +30,9 @@ def compiled(fn: Callable[..., Any]) -> Any:
 
     Division by zero gives inf or NaN as in NumPy (`evaluate` runs under `np.errstate`
     ignoring them), not ZeroDivisionError. The machine code holds the values of the
-    globals it reads, and numba notices edits to the function's own file only: a kernel
-    reads constants of its own module."""
+    globals it reads and the code of the kernels it calls, and numba notices edits to the
+    function's own file only: a kernel calls kernels and reads constants of its own module
+    (tests/simulator/test_compiled.py)."""
     try:
         return numba.njit(cache=True, error_model="numpy")(fn)
     except RuntimeError:  # ("cannot cache function …: no locator available")
@@ -98,43 +97,6 @@ class Workload:
         values["host"] = values["host"].astype(np.int64)
         groups = tuple(np.flatnonzero(values["host"] == h) for h in np.unique(values["host"]))
         return cls(groups=tuple(g for g in groups if g.size > 1), **values)
-
-
-# scipy's Poisson survival function P(X > k) (`scipy.special.pdtrc`, the same C function),
-# callable from compiled code by name: a named symbol, unlike a pointer, lets numba cache
-# the code that calls it
-llvmlite.binding.add_symbol("nictune_pdtrc", get_cython_function_address(
-    "scipy.special.cython_special", "pdtrc"))
-_pdtrc = numba.types.ExternalFunction("nictune_pdtrc", numba.types.float64(
-    numba.types.float64, numba.types.float64, numba.types.int32))
-
-
-@compiled
-def excess(mu: float, k: float) -> float:
-    """E[(X − k)+] for X ~ Poisson(mu): mu·P(X ≥ k) − k·P(X > k); exact within 12 σ of the
-    mean, mu − k far below it, 0 far above it (NaN: 0)."""
-    kf = np.floor(np.maximum(k, 0.0))
-    spread = 12.0 * np.sqrt(mu) + 12.0
-    if kf < mu - spread:
-        return mu - kf
-    if not np.abs(kf - mu) <= spread:
-        return 0.0
-    at_least = _pdtrc(np.maximum(kf - 1.0, 0.0), mu, 0) if kf > 0 else 1.0
-    return np.maximum(mu * at_least - kf * _pdtrc(kf, mu, 0), 0.0)
-
-
-@compiled
-def _excess_each(mu: np.ndarray, k: np.ndarray) -> np.ndarray:
-    out = np.empty(mu.size)
-    for i in range(mu.size):
-        out[i] = excess(mu[i], k[i])
-    return out
-
-
-def poisson_excess(mu: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """`excess` of each element of `mu` and `k` (arrays of one shape)."""
-    mu, k = np.asarray(mu, float), np.asarray(k, float)
-    return _excess_each(mu.ravel(), k.ravel()).reshape(mu.shape)
 
 
 COUNTS_FOLLOWED, ALL_FOLLOWED = 1.0, 2.0  # values of `Mode.followed`

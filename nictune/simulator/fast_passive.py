@@ -15,8 +15,11 @@ from __future__ import annotations
 import functools
 import math
 
+import llvmlite.binding
+import numba
 import numpy as np
-from scipy.special import gammaln, ndtr, pdtrc
+from numba.extending import get_cython_function_address
+from scipy.special import gammaln, ndtr
 
 from nictune.simulator.fast_base import (
     COUNTS_FOLLOWED,
@@ -24,8 +27,6 @@ from nictune.simulator.fast_base import (
     Ctx,
     Mode,
     compiled,
-    excess,
-    poisson_excess,
     random_wait,
 )
 from nictune.simulator.fast_cycles import Cycles
@@ -41,6 +42,43 @@ def _normal_nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 _HERMITE = _normal_nodes(7)
+
+
+# scipy's Poisson survival function P(X > k) (`scipy.special.pdtrc`, the same C function),
+# callable from compiled code by name: a named symbol, unlike a pointer, lets numba cache
+# the code that calls it
+llvmlite.binding.add_symbol("nictune_pdtrc", get_cython_function_address(
+    "scipy.special.cython_special", "pdtrc"))
+_pdtrc = numba.types.ExternalFunction("nictune_pdtrc", numba.types.float64(
+    numba.types.float64, numba.types.float64, numba.types.int32))
+
+
+@compiled
+def excess(mu: float, k: float) -> float:
+    """E[(X − k)+] for X ~ Poisson(mu): mu·P(X ≥ k) − k·P(X > k); exact within 12 σ of the
+    mean, mu − k far below it, 0 far above it (NaN: 0)."""
+    kf = np.floor(np.maximum(k, 0.0))
+    spread = 12.0 * np.sqrt(mu) + 12.0
+    if kf < mu - spread:
+        return mu - kf
+    if not np.abs(kf - mu) <= spread:
+        return 0.0
+    at_least = _pdtrc(np.maximum(kf - 1.0, 0.0), mu, 0) if kf > 0 else 1.0
+    return np.maximum(mu * at_least - kf * _pdtrc(kf, mu, 0), 0.0)
+
+
+@compiled
+def _excess_each(mu: np.ndarray, k: np.ndarray) -> np.ndarray:
+    out = np.empty(mu.size)
+    for i in range(mu.size):
+        out[i] = excess(mu[i], k[i])
+    return out
+
+
+def poisson_excess(mu: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """`excess` of each element of `mu` and `k` (arrays of one shape)."""
+    mu, k = np.asarray(mu, float), np.asarray(k, float)
+    return _excess_each(mu.ravel(), k.ravel()).reshape(mu.shape)
 
 
 def _routes(cx: Ctx, period: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -372,10 +410,8 @@ def _passive_chain(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     k_mean = (pw[:, :, None] * k).sum(axis=0)
     excess = np.zeros((small.size, n_s))
     if small.size:
-        kr = np.broadcast_to(ring[small, None], mu[:, small].shape)
-        mu_s = mu[:, small]
-        over = np.clip(mu_s * pdtrc(np.maximum(kr - 1.0, 0.0), mu_s) - kr * pdtrc(kr, mu_s),
-                       0.0, None)
+        over = poisson_excess(mu[:, small], np.broadcast_to(ring[small, None],
+                                                            mu[:, small].shape))
         excess = (pw[:, small, None] * over).sum(axis=0)
     # the transition matrix transposed, M[q, x] = Σ_n P(S = n | q) · P(next = x | S = n)
     lhs = np.matmul(pm, table_t)
@@ -462,7 +498,7 @@ def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
     sd = np.sqrt(q * rho[:, None]) / free[:, None] ** 1.5
     s = np.maximum(q[:, :, None], (q / free[:, None])[:, :, None] + z * sd[:, :, None])
     # the waits before a drain (e, K) and their weights: the mean alone, or none and the
-    # exponential's nodes; the drain's nodes times the wait's (e, B, J·K)
+    # exponential's nodes (`_bins_to_windows` takes each drain node after each wait node)
     pw, extra = (np.ascontiguousarray(a.T) for a in _wait_nodes(e, waits))
     add = delay[:, None] + extra
     wait = (add / free[:, None])[:, None, :] * (1.0 - np.exp(-q))[:, :, None]  # (e, B, K)

@@ -260,13 +260,39 @@ def _room(act: float, irq: float, pend: float, held: float) -> float:
     return act * irq if pend < held * (1.0 - 1e-9) else 0.0
 
 
+def wake_load(local: np.ndarray, ti_col: np.ndarray, w: np.ndarray, period: np.ndarray,
+              n_wake: np.ndarray, pas: np.ndarray, wat: np.ndarray,
+              delay: np.ndarray | float) -> np.ndarray:
+    """CPU share of the batched modes' wake-ups (Ti once per cycle of k timer periods, or per
+    n_w packets plus what arrives while draining) for a packet cost w (arrays (rows, cols);
+    `local` and `ti_col` per column). `delay`: the wait before each drain (`queue_wait`),
+    which lengthens the cycle. `_wake` of each element."""
+    floats = [np.ascontiguousarray(a, dtype=float) for a in (
+        local, ti_col, w, period, n_wake, np.broadcast_to(delay, np.shape(w)))]
+    flags = [np.ascontiguousarray(a, dtype=np.bool_) for a in (pas, wat)]
+    return _wake_each(*floats[:5], *flags, floats[5])
+
+
+@compiled
+def _wake_each(local: np.ndarray, ti: np.ndarray, w: np.ndarray, period: np.ndarray,
+               n_wake: np.ndarray, pas: np.ndarray, wat: np.ndarray, delay: np.ndarray
+               ) -> np.ndarray:
+    rows, cols = w.shape
+    out = np.zeros((rows, cols))
+    for p in range(rows):
+        for t in range(cols):
+            out[p, t] = _wake(local[t], ti[t], w[p, t], period[p, t], n_wake[p, t],
+                              pas[p, t], wat[p, t], delay[p, t])
+    return out
+
+
 @compiled
 def _wake(lam: float, ti: float, w: float, period: float, n_wake: float, pas: bool,
           wat: bool, delay: float) -> float:
-    """`fast_shared.wake_load` of one element."""
-    free = max(1.0 - lam * w, 1e-6)
+    """The wake-up load of one batched consumer (0 for the other modes)."""
+    free = np.maximum(1.0 - lam * w, 1e-6)
     if pas:
-        k = max(1.0, np.ceil((ti + delay) / (period * free) - 1e-9))
+        k = np.maximum(1.0, np.ceil((ti + delay) / (period * free) - 1e-9))
         return ti / (k * period)
     if wat:
         return lam * ti / (n_wake + lam * (ti + delay + n_wake * w) / free)

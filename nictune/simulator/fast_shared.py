@@ -3,8 +3,8 @@
 `core_share` cuts a host's time axis where arrivals start or end; in each phase the core
 serves active_wait's interrupts first and water-fills the rest between the consumers
 (round-robin per request), and a fluid queue per transmission carries backlog and drops
-from phase to phase (`fast_phases`, compiled). `queue_wait` is the wait a woken drain
-first has for the others' work, `wake_load` the batched consumers' wake-up load, and
+from phase to phase (`fast_phases`, compiled, with the batched consumers' wake-up load
+`wake_load`). `queue_wait` is the wait a woken drain first has for the others' work, and
 `mix_waits` draws the part of that wait that random neighbours cause afresh at each drain.
 docs/engines.md ("Shared hosts") has the derivations.
 """
@@ -333,27 +333,3 @@ def per_packet(w: np.ndarray, rho: np.ndarray) -> np.ndarray:
     """A packet's cost w stretched by the others' load `rho` on the core (w / (1 − ρ),
     the core at most 98 % theirs)."""
     return w / np.clip(1.0 - rho, 0.02, None)
-
-
-def wake_load(local: np.ndarray, ti_col: np.ndarray, w: np.ndarray, period: np.ndarray,
-               n_wake: np.ndarray, pas: np.ndarray, wat: np.ndarray,
-               delay: np.ndarray | float) -> np.ndarray:
-    """CPU share of the batched modes' wake-ups (Ti once per cycle of k timer periods, or per
-    n_w packets plus what arrives while draining) for a packet cost w (arrays (rows, cols);
-    `local` and `ti_col` per column; each mode computed on its own elements only). `delay`:
-    the wait before each drain (`queue_wait`), which lengthens the cycle."""
-    out = np.zeros(w.shape)
-    for mask, passive in ((pas, True), (wat, False)):
-        sel = np.flatnonzero(mask)
-        col = sel % w.shape[1]
-        lam, ti, ws = local[col], ti_col[col], w.ravel()[sel]
-        dl = np.broadcast_to(delay, w.shape).ravel()[sel]
-        free = np.clip(1.0 - lam * ws, 1e-6, None)
-        if passive:
-            t = period.ravel()[sel]
-            k = np.maximum(1.0, np.ceil((ti + dl) / (t * free) - 1e-9))
-            out.ravel()[sel] = ti / (k * t)
-        else:
-            n_w = n_wake.ravel()[sel]
-            out.ravel()[sel] = lam * ti / (n_w + lam * (ti + dl + n_w * ws) / free)
-    return out

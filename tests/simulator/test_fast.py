@@ -1278,7 +1278,7 @@ def test_the_poisson_excess_over_a_ring_sums_the_tail() -> None:
     and NaN gives 0 as before."""
     from scipy.stats import poisson
 
-    from nictune.simulator.fast_base import poisson_excess
+    from nictune.simulator.fast_passive import poisson_excess
 
     mu = np.array([0.3, 4.0, 50.0, 50.0, 900.0, 900.0, 1e6, 2.0])
     k = np.array([1.0, 3.0, 40.0, 65.5, 850.0, 1000.0, 1e5, 1e4])

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nictune.simulator.fast_phases import _wake, _waterfill, phases
-from nictune.simulator.fast_shared import wake_load
+from nictune.simulator.fast_phases import _waterfill, phases, wake_load
 
 
 def test_waterfill_serves_a_small_ask_in_full_and_shares_the_rest_by_request() -> None:
@@ -89,19 +88,19 @@ def test_transmissions_on_different_cores_do_not_meet() -> None:
     np.testing.assert_allclose(t.fin, [[1.5, 1.0]])
 
 
-def test_the_compiled_wake_up_load_is_fast_shared_s() -> None:
-    """`_wake` (one element, inside the phases) against `wake_load` (arrays)."""
-    rng = np.random.default_rng(2)
-    m = 300
-    lam, ti = rng.uniform(1e3, 1e6, m), rng.uniform(1e-6, 1e-4, m)
-    w = rng.uniform(0.05, 1.2, m) / lam
-    period, n_wake = np.exp(rng.uniform(-12, -2, m)), rng.integers(1, 512, m).astype(float)
-    mode = rng.integers(0, 3, m)
-    pas, wat = mode == 0, mode == 1
-    delay = rng.uniform(0.0, 1e-4, m)
-    want = wake_load(lam, ti, w[None], period[None], n_wake[None], pas[None], wat[None],
-                     delay[None])[0]
-    got = [_wake(*args) for args in zip(lam, ti, w, period, n_wake, pas, wat, delay,
-                                        strict=True)]
-    np.testing.assert_allclose(got, want, rtol=1e-14)
-    assert (want[mode == 2] == 0.0).all() and (want[mode < 2] > 0.0).all()
+def test_the_wake_up_load_is_ti_once_per_cycle() -> None:
+    """`wake_load`: λ = 10⁵/s, Ti = 5 µs, w = 2 µs (λw = 0.2). passive_wait every 10 µs
+    after a 5 µs wait: the drain cycle (Ti + wait)/(1 − λw) = 12.5 µs takes k = 2 ticks, so
+    Ti / 20 µs = 0.25; a 3 µs wait fits one tick: 0.5. A watermark of 10: λTi / (n_w +
+    λ(Ti + n_w·w)/(1 − λw)) = 0.5 / 13.125. The other modes: none."""
+    one = np.ones((1, 4))
+    load = wake_load(np.array([1e5] * 4), np.array([5e-6] * 4), 2e-6 * one, 1e-5 * one,
+                     np.array([[1.0, 1.0, 10.0, 1.0]]),
+                     np.array([[True, True, False, False]]),
+                     np.array([[False, False, True, False]]),
+                     np.array([[5e-6, 3e-6, 0.0, 0.0]]))
+    np.testing.assert_allclose(load, [[0.25, 0.5, 0.5 / 13.125, 0.0]], rtol=1e-12)
+    # a wait given once for every element
+    np.testing.assert_allclose(wake_load(np.array([1e5]), np.array([5e-6]), 2e-6 * one[:, :1],
+                                         1e-5 * one[:, :1], one[:, :1], one[:, :1] > 0,
+                                         one[:, :1] < 0, 5e-6), [[0.25]])
