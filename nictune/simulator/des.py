@@ -15,7 +15,11 @@ What is an event and what is not:
 - active_wait and busy_poll are data-driven (their interrupts/polls follow the arrivals):
   the core processes them in its own loop between SimPy events; alone on a core they are
   solved in one vectorised pass (`_active_solo`, `_busy_solo`) with a sequential fallback
-  from the first packet that overflows the ring or backlog.
+  from the first packet that overflows the ring or backlog;
+- on a shared core the loop between SimPy events runs compiled (`des_loop.core_loop`:
+  the same steps, the same results to the bit) wherever data-driven consumers are or
+  batched ones take turns packet by packet; it hands back what needs SimPy or NumPy (a
+  consumer going to sleep, a drain alone).
 """
 
 from __future__ import annotations
@@ -33,6 +37,25 @@ from nictune.errors import InputError
 from nictune.model import Config, NicSetting, Transmission
 from nictune.simulator.arrivals import arrival_times
 from nictune.simulator.costs import memory_factors, work_per_packet
+from nictune.simulator.des_loop import (
+    ACTIVE,
+    BATCHED,
+    IH,
+    IL,
+    IRQ_C,
+    IRQ_IDX,
+    IRQ_KIND,
+    LH,
+    LL,
+    LO_C,
+    LO_IDX,
+    POLL,
+    RAN,
+    SLEEPS,
+    WHO,
+    WHY,
+    core_loop,
+)
 from nictune.simulator.metrics import Metrics
 
 INF = math.inf
@@ -51,7 +74,9 @@ class Consumer:
     def __init__(self, setting: NicSetting, arrivals: np.ndarray, w: float, irq: float,
                  poll_check: float, backlog: int):
         self.setting, self.mode = setting, setting.mode
+        self.active, self.busy = self.mode == "active_wait", self.mode == "busy_poll"
         self.A, self.n, self.w, self.Ti, self.Tc = arrivals, len(arrivals), w, irq, poll_check
+        self.notice = poll_check / 2  # busy_poll sees a packet half a poll check after it
         self.AL: list[float] = arrivals.tolist()  # for scalar look-ups, faster than NumPy's
         self.R, self.B = setting.ring_slots, backlog
         self.T = setting.poll_interval or 0.0
@@ -126,8 +151,36 @@ class Core:
         self.batched = vectorised and all(c.mode in ("passive_wait", "watermark")
                                           for c in self.cs)
         self.driven = [c for c in self.cs if c.mode in ("active_wait", "busy_poll")]
+        # a shared core's loop runs compiled (`core_loop`); its consumers' arrays pooled
+        self.pooled = self.cs if vectorised and not self.solo else []
+        if self.pooled:
+            self._pool()
         for c in self.cs:
             c.on_wake = lambda _ev, c=c: self._woken(c)
+
+    def _pool(self) -> None:
+        """Put the consumers' arrays end to end for `core_loop` (each consumer keeps a
+        view of its part), with its constants and room for its queues."""
+        ps = self.pooled
+        sizes = np.array([c.n for c in ps], dtype=np.int64)
+        self.p_off = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        self.p_A = np.concatenate([c.A for c in ps])
+        self.p_acc = np.empty(int(sizes.sum()), dtype=np.int64)
+        self.p_finish = np.full(int(sizes.sum()), np.nan)
+        for c, o in zip(ps, self.p_off.tolist(), strict=True):  # (fresh: nothing to copy)
+            part = slice(o, o + c.n)
+            c.A, c.acc, c.finish = self.p_A[part], self.p_acc[part], self.p_finish[part]
+        self.p_kind = np.array([ACTIVE if c.active else POLL if c.busy else BATCHED
+                                for c in ps], dtype=np.int64)
+        self.p_n, self.p_R = sizes, np.array([c.R for c in ps], dtype=np.int64)
+        self.p_B = np.array([c.B for c in ps], dtype=np.int64)
+        self.p_w, self.p_ti = np.array([c.w for c in ps]), np.array([c.Ti for c in ps])
+        self.p_notice = np.array([c.notice for c in ps])
+        self.p_index = {id(c): i for i, c in enumerate(ps)}
+        # an active_wait consumer queues an interrupt per packet in its ring and a request
+        # per packet in its backlog, the others one of each at most
+        self.p_iq = np.zeros((len(ps) + 1 + sum(c.R for c in ps if c.active), 2), np.int64)
+        self.p_lq = np.zeros((len(ps) + 1 + sum(c.B for c in ps if c.active), 2), np.int64)
 
     # ------------------------------------------------------------------ SimPy process
     def run(self) -> Generator[simpy.Event, None, None]:
@@ -167,8 +220,13 @@ class Core:
     # ------------------------------------------------------------------ the core's loop
     def _advance(self, horizon: float) -> None:
         """Process every internal event (interrupt end, packet end, data-driven arrival) up
-        to `horizon` (the next SimPy event) or to a wake-up scheduled meanwhile."""
+        to `horizon` (the next SimPy event) or to a wake-up scheduled meanwhile. On a
+        shared core `core_loop` runs it compiled, where data-driven consumers are or
+        batched ones take turns packet by packet."""
         self.H = horizon
+        if self.pooled and (self.driven or self._taking_turns()):
+            self._run_compiled()
+            return
         self._dispatch()
         while True:
             te, what, c = self.irq_end, 0, None
@@ -185,24 +243,84 @@ class Core:
                 self._irq_done()
             elif what == 1:
                 self._lo_done()
-            elif c is not None and c.mode == "active_wait":
+            elif c is not None and c.active:
                 for _ in range(c.admit(te)):
                     self.irq_q.append((c, AW, -1))
             elif c is not None:
                 c.requested = True
                 self.lo_q.append((c, -1))
             self._dispatch()
+            if what == 0 and self.pooled and self._taking_turns():
+                self._run_compiled()
+                return
+        self._to_horizon()
+
+    def _taking_turns(self) -> bool:
+        """Batched consumers take turns packet by packet (a drain alone is `_drain`'s)."""
+        return len(self.lo_q) + (self.lo_cur is not None) > 1
+
+    def _run_compiled(self) -> None:
+        """The rest of `_advance` in `core_loop` (the same steps, compiled), handing a
+        consumer to `_sleep` or `_drain` where it asks for them."""
+        ps, index, iq, lq = self.pooled, self.p_index, self.p_iq, self.p_lq
+        while True:
+            st = np.array([(c.nxt, c.n_acc, c.n_taken, c.dropped, c.requested, c.interrupts,
+                            c.empty, c.in_backlog, c.state) for c in ps], dtype=np.int64)
+            cpu = np.array([c.cpu for c in ps])
+            for j, (c, kind, _) in enumerate(self.irq_q):
+                iq[j] = index[id(c)], kind
+            for j, (c, idx) in enumerate(self.lo_q):
+                lq[j] = index[id(c)], idx
+            irq, lo = self.irq_cur, self.lo_cur
+            regs = np.array([
+                index[id(irq[0])] if irq else -1, irq[1] if irq else -1, irq[2] if irq else -1,
+                index[id(lo)] if lo else -1, self.lo_idx if lo else -1,
+                0, len(self.irq_q), 0, len(self.lo_q), RAN, -1], dtype=np.int64)
+            times = np.array([self.t, self.H, self.irq_end, self.lo_end])
+            core_loop(self.p_A, self.p_acc, self.p_finish, self.p_off, self.p_kind, self.p_n,
+                      self.p_R, self.p_B, self.p_w, self.p_ti, self.p_notice, st, cpu, iq, lq,
+                      regs, times, self.batched)
+            for c, row, busy in zip(ps, st.tolist(), cpu.tolist(), strict=True):
+                (c.nxt, c.n_acc, c.n_taken, c.dropped, requested, c.interrupts, c.empty,
+                 c.in_backlog, c.state) = row
+                c.requested, c.cpu = bool(requested), busy
+            r = regs.tolist()
+            self.irq_q.clear()
+            self.irq_q.extend((ps[x], kind, -1) for x, kind in
+                              (iq[(r[IH] + j) % len(iq)].tolist() for j in range(r[IL])))
+            self.lo_q.clear()
+            self.lo_q.extend((ps[x], idx) for x, idx in
+                             (lq[(r[LH] + j) % len(lq)].tolist() for j in range(r[LL])))
+            self.irq_cur = (ps[r[IRQ_C]], r[IRQ_KIND], r[IRQ_IDX]) if r[IRQ_C] >= 0 else None
+            self.lo_cur = ps[r[LO_C]] if r[LO_C] >= 0 else None
+            self.lo_idx = r[LO_IDX]
+            self.t, _, self.irq_end, self.lo_end = times.tolist()
+            if r[WHY] == RAN:
+                return
+            if r[WHY] == SLEEPS:
+                self._sleep(ps[r[WHO]], self.t)
+                soonest = min((self._next_driven(d) for d in self.driven), default=INF)
+                if self._idle() and (soonest > self.H or soonest == INF):
+                    self._to_horizon()  # (nothing left before it: no need to go back)
+                    return
+            else:
+                self._drain(ps[r[WHO]], self.t)
+
+    def _to_horizon(self) -> None:
+        """Nothing more happens before the next SimPy event: the core's time moves to it."""
         if self.H < INF:
             self.t = max(self.t, self.H)
 
     def _next_driven(self, c: Consumer) -> float:
-        if c.mode == "active_wait":
+        """When a data-driven consumer next needs the core: active_wait at its next
+        arrival, busy_poll when it notices a packet while no request of its is queued."""
+        if c.active:
             return c.AL[c.nxt] if c.nxt < c.n else INF
         if c.requested:
             return INF
         if c.ring():
-            return c.AL[int(c.acc[c.n_taken])] + c.Tc / 2
-        return c.AL[c.nxt] + c.Tc / 2 if c.nxt < c.n else INF
+            return c.AL[int(c.acc[c.n_taken])] + c.notice
+        return c.AL[c.nxt] + c.notice if c.nxt < c.n else INF
 
     def _dispatch(self) -> None:
         """Start interrupt work if any is queued, else packet work if any is requested."""
@@ -218,13 +336,13 @@ class Core:
             return
         while self.lo_q:
             c, idx = self.lo_q.popleft()
-            if c.mode == "active_wait":
+            if c.active:
                 c.in_backlog -= 1
                 self._serve(c, idx, t + c.w)
                 return
             c.admit(t)
-            if c.mode == "busy_poll":
-                if c.ring() and c.AL[int(c.acc[c.n_taken])] + c.Tc / 2 <= t:
+            if c.busy:
+                if c.ring() and c.AL[int(c.acc[c.n_taken])] + c.notice <= t:
                     self._serve(c, c.take(), t + c.w)
                     return
                 c.requested = False
@@ -268,7 +386,7 @@ class Core:
         c.finish[self.lo_idx] = self.t
         c.cpu += c.w
         self.lo_cur, self.lo_idx, self.lo_end = None, -1, INF
-        if c.mode != "active_wait":
+        if not c.active:
             self.lo_q.append((c, -1))  # asks for its next packet, behind earlier requests
 
     # ------------------------------------------------------------------ batched modes

@@ -1,7 +1,8 @@
-"""The fast engine's compiled loops keep to one rule that numba's cache needs: a kernel
-calls only kernels of its own module and reads only constants written in it. numba
-keeps a kernel's machine code until the kernel's own file changes: a function or constant
-it took from another file could change there and the cached code would not notice."""
+"""The compiled loops (the fast engine's and the DES core's) keep to one rule that numba's
+cache needs: a kernel calls only kernels of its own module and reads only constants
+written in it. numba keeps a kernel's machine code until the kernel's own file changes: a
+function or constant it took from another file could change there and the cached code
+would not notice."""
 
 from __future__ import annotations
 
@@ -11,17 +12,31 @@ from types import ModuleType
 
 from numba.core.registry import CPUDispatcher
 
-from nictune.simulator import fast, fast_base, fast_cycles, fast_passive, fast_phases
+from nictune.simulator import (
+    des,
+    des_loop,
+    fast,
+    fast_base,
+    fast_cycles,
+    fast_passive,
+    fast_phases,
+)
 
-MODULES = (fast, fast_base, fast_cycles, fast_passive, fast_phases)
+MODULES = (fast, fast_base, fast_cycles, fast_passive, fast_phases, des_loop)
 
 
 def _literals(module: ModuleType) -> set[str]:
-    """Names the module assigns a literal number at its top level."""
+    """Names the module assigns a literal number at its top level (`A = 1`, `A, B = 1, 2`)."""
     out = set()
     for node in ast.parse(inspect.getsource(module)).body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
-            out |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Name) and isinstance(node.value, ast.Constant):
+                out.add(target.id)
+            elif (isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                  and all(isinstance(v, ast.Constant) for v in node.value.elts)):
+                out |= {t.id for t in target.elts if isinstance(t, ast.Name)}
     return out
 
 
@@ -47,3 +62,4 @@ def test_compiled_loops_use_only_their_own_module() -> None:
     assert not problems, problems
     # (constants kept apart must stay equal)
     assert fast_phases.TINY == fast._TINY == fast_base.TINY
+    assert (des_loop.AW, des_loop.DRAIN) == (des.AW, des.DRAIN)

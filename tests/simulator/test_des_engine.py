@@ -304,6 +304,46 @@ def test_round_robin_drains_change_nothing(rate):
                              else y[key]), key
 
 
+SHARED_CORES = {
+    "busy_poll pair beside a watermark": {
+        "t0": NicSetting("busy_poll", ring_slots=64),
+        "t1": NicSetting("busy_poll", ring_slots=64),
+        "t2": NicSetting("watermark", watermark=40, watermark_timeout=9.1e-5, ring_slots=256)},
+    "batched consumers taking turns": {
+        "t0": NicSetting("watermark", watermark=50, watermark_timeout=7.7e-5, ring_slots=200),
+        "t1": NicSetting("passive_wait", poll_interval=41.3e-6, ring_slots=200),
+        "t2": NicSetting("passive_wait", poll_interval=29.9e-6, ring_slots=200)},
+    "busy_poll beside passive_wait and active_wait": {
+        "t0": NicSetting("busy_poll", ring_slots=32),
+        "t1": NicSetting("passive_wait", poll_interval=23.7e-6, ring_slots=64),
+        "t2": NicSetting("active_wait", ring_slots=64)},
+}
+
+
+@pytest.mark.parametrize("arrival", ["cbr", "poisson"])
+@pytest.mark.parametrize("rate", ["120kpps", "500kpps"])
+@pytest.mark.parametrize("mix", list(SHARED_CORES))
+def test_the_compiled_core_loop_changes_nothing(monkeypatch, mix, rate, arrival):
+    """A shared core's loop run by `core_loop` gives what `Core._advance` gives in Python,
+    to the bit — interrupts preempting packets, round-robin turns, ring and backlog
+    overflow, the hand-overs to `_sleep` and `_drain` (at 500 kpps each the core
+    saturates)."""
+    cfg = config(packets=6000, rate=rate, extra=2, arrival=arrival, per_byte="0.2371ns",
+                 backlog=50)
+    settings = SHARED_CORES[mix]
+    calls = []
+    loop = des.core_loop
+    monkeypatch.setattr(des, "core_loop", lambda *a: calls.append(1) or loop(*a))
+    compiled = [m.to_json() for m in des.simulate(cfg, settings, exact=True)]
+    monkeypatch.setattr(des, "core_loop", lambda *a: pytest.fail("compiled"))
+    monkeypatch.setattr(des.Core, "_pool", lambda core: setattr(core, "pooled", []))
+    interpreted = [m.to_json() for m in des.simulate(cfg, settings, exact=True)]
+    assert calls  # (the compiled loop ran)
+    assert compiled == interpreted
+    if rate == "500kpps":
+        assert sum(m["packets_dropped"] for m in compiled) > 0
+
+
 def test_a_saturated_shared_core_drops_and_conserves():
     cfg = config(packets=5_000, rate="700kpps", extra=2, arrival="cbr")
     out = des.simulate(cfg, {"t0": NicSetting("busy_poll", ring_slots=128),
