@@ -40,6 +40,7 @@ from nictune.simulator.costs import memory_factors, work_per_packet
 from nictune.simulator.des_loop import (
     ACTIVE,
     BATCHED,
+    EVENTS,
     IH,
     IL,
     IRQ_C,
@@ -63,6 +64,7 @@ SLEEP, WAKING, DRAIN, DONE = range(4)
 WAKE, AW = 0, 1  # interrupt kinds: a consumer wake-up, an active_wait packet
 FIRST_CHUNK = 16  # arrivals a drain scans in plain Python before NumPy slices (x4 each)
 MAX_CHUNK = 65536
+WORTH_COMPILING = 8  # events of a stretch in Python before `core_loop` takes it over
 START_UP = 0.05  # share of a window's first phase whose drops count once
 WAKE_UPS = 100  # wake-ups the window holds at least (`window_fraction`) ...
 MAX_WINDOWS = 20  # ... unless that simulates more than this many windows on a core
@@ -155,6 +157,7 @@ class Core:
         self.pooled = self.cs if vectorised and not self.solo else []
         if self.pooled:
             self._pool()
+        self.compiling = bool(self.pooled)  # whether `core_loop` pays (`_advance`)
         for c in self.cs:
             c.on_wake = lambda _ev, c=c: self._woken(c)
 
@@ -221,14 +224,22 @@ class Core:
     def _advance(self, horizon: float) -> None:
         """Process every internal event (interrupt end, packet end, data-driven arrival) up
         to `horizon` (the next SimPy event) or to a wake-up scheduled meanwhile. On a
-        shared core `core_loop` runs it compiled, where data-driven consumers are or
-        batched ones take turns packet by packet."""
+        shared core `core_loop` runs the same steps compiled, where data-driven consumers
+        are or batched ones take turns packet by packet, while it pays: while its last
+        call ran `WORTH_COMPILING` events or more (or the Python loop has just run that
+        many); a call costs a few packets' worth of the Python loop."""
         self.H = horizon
-        if self.pooled and (self.driven or self._taking_turns()):
-            self._run_compiled()
-            return
         self._dispatch()
+        events = 0
         while True:
+            if self.compiling and (self.driven or self._taking_turns()):
+                why, events = self._run_compiled()
+                self.compiling = events >= WORTH_COMPILING
+                if why == RAN:
+                    return
+                self._dispatch()
+                events = 0
+                continue
             te, what, c = self.irq_end, 0, None
             if self.lo_end < te:
                 te, what = self.lo_end, 1
@@ -250,61 +261,55 @@ class Core:
                 c.requested = True
                 self.lo_q.append((c, -1))
             self._dispatch()
-            if what == 0 and self.pooled and self._taking_turns():
-                self._run_compiled()
-                return
+            events += 1
+            self.compiling = bool(self.pooled) and events >= WORTH_COMPILING
         self._to_horizon()
 
     def _taking_turns(self) -> bool:
         """Batched consumers take turns packet by packet (a drain alone is `_drain`'s)."""
         return len(self.lo_q) + (self.lo_cur is not None) > 1
 
-    def _run_compiled(self) -> None:
-        """The rest of `_advance` in `core_loop` (the same steps, compiled), handing a
-        consumer to `_sleep` or `_drain` where it asks for them."""
+    def _run_compiled(self) -> tuple[int, int]:
+        """The rest of `_advance` in one call of `core_loop` (the same steps, compiled),
+        up to the horizon or to a consumer it hands back: to `_sleep` or `_drain`. Returns
+        why it stopped (RAN, SLEEPS, DRAINS) and how many events it processed."""
         ps, index, iq, lq = self.pooled, self.p_index, self.p_iq, self.p_lq
-        while True:
-            st = np.array([(c.nxt, c.n_acc, c.n_taken, c.dropped, c.requested, c.interrupts,
-                            c.empty, c.in_backlog, c.state) for c in ps], dtype=np.int64)
-            cpu = np.array([c.cpu for c in ps])
-            for j, (c, kind, _) in enumerate(self.irq_q):
-                iq[j] = index[id(c)], kind
-            for j, (c, idx) in enumerate(self.lo_q):
-                lq[j] = index[id(c)], idx
-            irq, lo = self.irq_cur, self.lo_cur
-            regs = np.array([
-                index[id(irq[0])] if irq else -1, irq[1] if irq else -1, irq[2] if irq else -1,
-                index[id(lo)] if lo else -1, self.lo_idx if lo else -1,
-                0, len(self.irq_q), 0, len(self.lo_q), RAN, -1], dtype=np.int64)
-            times = np.array([self.t, self.H, self.irq_end, self.lo_end])
-            core_loop(self.p_A, self.p_acc, self.p_finish, self.p_off, self.p_kind, self.p_n,
-                      self.p_R, self.p_B, self.p_w, self.p_ti, self.p_notice, st, cpu, iq, lq,
-                      regs, times, self.batched)
-            for c, row, busy in zip(ps, st.tolist(), cpu.tolist(), strict=True):
-                (c.nxt, c.n_acc, c.n_taken, c.dropped, requested, c.interrupts, c.empty,
-                 c.in_backlog, c.state) = row
-                c.requested, c.cpu = bool(requested), busy
-            r = regs.tolist()
-            self.irq_q.clear()
-            self.irq_q.extend((ps[x], kind, -1) for x, kind in
-                              (iq[(r[IH] + j) % len(iq)].tolist() for j in range(r[IL])))
-            self.lo_q.clear()
-            self.lo_q.extend((ps[x], idx) for x, idx in
-                             (lq[(r[LH] + j) % len(lq)].tolist() for j in range(r[LL])))
-            self.irq_cur = (ps[r[IRQ_C]], r[IRQ_KIND], r[IRQ_IDX]) if r[IRQ_C] >= 0 else None
-            self.lo_cur = ps[r[LO_C]] if r[LO_C] >= 0 else None
-            self.lo_idx = r[LO_IDX]
-            self.t, _, self.irq_end, self.lo_end = times.tolist()
-            if r[WHY] == RAN:
-                return
-            if r[WHY] == SLEEPS:
-                self._sleep(ps[r[WHO]], self.t)
-                soonest = min((self._next_driven(d) for d in self.driven), default=INF)
-                if self._idle() and (soonest > self.H or soonest == INF):
-                    self._to_horizon()  # (nothing left before it: no need to go back)
-                    return
-            else:
-                self._drain(ps[r[WHO]], self.t)
+        st = np.array([(c.nxt, c.n_acc, c.n_taken, c.dropped, c.requested, c.interrupts,
+                        c.empty, c.in_backlog, c.state) for c in ps], dtype=np.int64)
+        cpu = np.array([c.cpu for c in ps])
+        for j, (c, kind, _) in enumerate(self.irq_q):
+            iq[j] = index[id(c)], kind
+        for j, (c, idx) in enumerate(self.lo_q):
+            lq[j] = index[id(c)], idx
+        irq, lo = self.irq_cur, self.lo_cur
+        regs = np.array([
+            index[id(irq[0])] if irq else -1, irq[1] if irq else -1, irq[2] if irq else -1,
+            index[id(lo)] if lo else -1, self.lo_idx if lo else -1,
+            0, len(self.irq_q), 0, len(self.lo_q), RAN, -1, 0], dtype=np.int64)
+        times = np.array([self.t, self.H, self.irq_end, self.lo_end])
+        core_loop(self.p_A, self.p_acc, self.p_finish, self.p_off, self.p_kind, self.p_n,
+                  self.p_R, self.p_B, self.p_w, self.p_ti, self.p_notice, st, cpu, iq, lq,
+                  regs, times, self.batched)
+        for c, row, busy in zip(ps, st.tolist(), cpu.tolist(), strict=True):
+            (c.nxt, c.n_acc, c.n_taken, c.dropped, requested, c.interrupts, c.empty,
+             c.in_backlog, c.state) = row
+            c.requested, c.cpu = bool(requested), busy
+        r = regs.tolist()
+        self.irq_q.clear()
+        self.irq_q.extend((ps[x], kind, -1) for x, kind in
+                          (iq[(r[IH] + j) % len(iq)].tolist() for j in range(r[IL])))
+        self.lo_q.clear()
+        self.lo_q.extend((ps[x], idx) for x, idx in
+                         (lq[(r[LH] + j) % len(lq)].tolist() for j in range(r[LL])))
+        self.irq_cur = (ps[r[IRQ_C]], r[IRQ_KIND], r[IRQ_IDX]) if r[IRQ_C] >= 0 else None
+        self.lo_cur = ps[r[LO_C]] if r[LO_C] >= 0 else None
+        self.lo_idx = r[LO_IDX]
+        self.t, _, self.irq_end, self.lo_end = times.tolist()
+        if r[WHY] == SLEEPS:
+            self._sleep(ps[r[WHO]], self.t)
+        elif r[WHY] != RAN:
+            self._drain(ps[r[WHO]], self.t)
+        return r[WHY], r[EVENTS]
 
     def _to_horizon(self) -> None:
         """Nothing more happens before the next SimPy event: the core's time moves to it."""

@@ -36,9 +36,10 @@ DRAIN = 2  # a consumer's state once woken (as in des.py)
 NXT, N_ACC, N_TAKEN, DROPPED, REQUESTED, INTERRUPTS, EMPTY, BACKLOG, STATE = (
     0, 1, 2, 3, 4, 5, 6, 7, 8)
 # `regs`: the interrupt in service (consumer, kind, packet), the packet in service
-# (consumer, packet), the queues' heads and lengths, why it stopped and for whom
-IRQ_C, IRQ_KIND, IRQ_IDX, LO_C, LO_IDX, IH, IL, LH, LL, WHY, WHO = (
-    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+# (consumer, packet), the queues' heads and lengths, why it stopped and for whom, and how
+# many events it processed
+IRQ_C, IRQ_KIND, IRQ_IDX, LO_C, LO_IDX, IH, IL, LH, LL, WHY, WHO, EVENTS = (
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 NOW, HORIZON, IRQ_END, LO_END = 0, 1, 2, 3  # `times`
 RAN, SLEEPS, DRAINS = 0, 1, 2  # why `core_loop` stopped: the horizon, or what it hands back
 
@@ -87,14 +88,15 @@ def core_loop(A: np.ndarray, acc: np.ndarray, finish: np.ndarray, off: np.ndarra
     after event (an interrupt ends, a packet ends, a data-driven consumer's arrival or
     notice), each followed by `Core._dispatch`, until the next event lies past the
     horizon or a batched consumer is to be handed back (regs[WHY]: RAN, SLEEPS or
-    DRAINS; regs[WHO]: which). `batched`: every consumer of the core is batched (a drain
-    with the core to itself is `Core._drain`'s)."""
+    DRAINS; regs[WHO]: which; regs[EVENTS]: how many events it processed). `batched`:
+    every consumer of the core is batched (a drain with the core to itself is
+    `Core._drain`'s)."""
     k, n_iq, n_lq = len(off), len(iq), len(lq)
     irq_c, irq_kind, irq_idx = regs[IRQ_C], regs[IRQ_KIND], regs[IRQ_IDX]
     lo_c, lo_idx = regs[LO_C], regs[LO_IDX]
     ih, il, lh, ll = regs[IH], regs[IL], regs[LH], regs[LL]
     t, horizon, irq_end, lo_end = times[NOW], times[HORIZON], times[IRQ_END], times[LO_END]
-    why, who = RAN, -1
+    why, who, events = RAN, -1, 0
     while True:
         # `Core._dispatch`: interrupt work if any is queued, else packet work if requested
         if irq_c < 0 and il > 0:
@@ -159,6 +161,7 @@ def core_loop(A: np.ndarray, acc: np.ndarray, finish: np.ndarray, off: np.ndarra
                 t = horizon
             break
         t = te
+        events += 1
         if what == 0:  # `Core._irq_done`
             c = irq_c
             st[c, INTERRUPTS] += 1
@@ -201,5 +204,5 @@ def core_loop(A: np.ndarray, acc: np.ndarray, finish: np.ndarray, off: np.ndarra
     regs[IRQ_C], regs[IRQ_KIND], regs[IRQ_IDX] = irq_c, irq_kind, irq_idx
     regs[LO_C], regs[LO_IDX] = lo_c, lo_idx
     regs[IH], regs[IL], regs[LH], regs[LL] = ih, il, lh, ll
-    regs[WHY], regs[WHO] = why, who
+    regs[WHY], regs[WHO], regs[EVENTS] = why, who, events
     times[NOW], times[IRQ_END], times[LO_END] = t, irq_end, lo_end

@@ -320,17 +320,20 @@ SHARED_CORES = {
 }
 
 
+@pytest.mark.parametrize("worth", [0, des.WORTH_COMPILING])
 @pytest.mark.parametrize("arrival", ["cbr", "poisson"])
 @pytest.mark.parametrize("rate", ["120kpps", "500kpps"])
 @pytest.mark.parametrize("mix", list(SHARED_CORES))
-def test_the_compiled_core_loop_changes_nothing(monkeypatch, mix, rate, arrival):
+def test_the_compiled_core_loop_changes_nothing(monkeypatch, mix, rate, arrival, worth):
     """A shared core's loop run by `core_loop` gives what `Core._advance` gives in Python,
     to the bit — interrupts preempting packets, round-robin turns, ring and backlog
     overflow, the hand-overs to `_sleep` and `_drain` (at 500 kpps each the core
-    saturates)."""
+    saturates) — whether it runs every stretch (`worth` 0) or takes over from the Python
+    loop and hands back to it as stretches grow and shrink."""
     cfg = config(packets=6000, rate=rate, extra=2, arrival=arrival, per_byte="0.2371ns",
                  backlog=50)
     settings = SHARED_CORES[mix]
+    monkeypatch.setattr(des, "WORTH_COMPILING", worth)
     calls = []
     loop = des.core_loop
     monkeypatch.setattr(des, "core_loop", lambda *a: calls.append(1) or loop(*a))
