@@ -2,7 +2,7 @@
 
 Run: `python benchmarks/fidelity.py [--cases 500] [--packets 30000] [--seeds ...]
 [--workers 2] [--noise] [--condition PCT] [--pairs 300] [--bursts 300] [--json PATH]
-[--reuse-des PATH] [--strict]`. Cases come from
+[--reuse-des PATH] [--plot PNG] [--strict]`. Cases come from
 `nictune.simulator.fidelity.random_cases` (modes, parameters, packet sizes, loads up to
 overload and livelock, ~20 % shared hosts), `--cases` per grid and one grid per seed. The
 model was developed against grids 0 to 5 and 20 to 29 (their worst rows were studied and
@@ -55,6 +55,7 @@ import multiprocessing
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -134,6 +135,63 @@ def worst(rows: list[dict[str, Any]], metric: str, k: int = 8) -> str:
                      f"{r['setting']} | {_pct(r['errors'][metric])} | {r['des'][key]:.4g} | "
                      f"{r['fast'][key]:.4g} |")
     return "\n".join(lines)
+
+
+PLOTTED = ("throughput", "interrupts")
+FLOOR = 1e-5  # errors below it sit at it on the plot's log axis
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    """A PNG of the rows for the goal's two metrics: the fast engine against the DES, one
+    point per transmission (single and shared hosts apart, the ±5 % band drawn), and the
+    share of rows within each error (one curve per group of `HOSTS` and `SETS`, the
+    goal's 2 % median and 5 % p95 marked)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 9))
+    for col, metric in enumerate(PLOTTED):
+        key, scale = MEASURES[metric][0], 1e-9 if metric == "throughput" else 1.0
+        ax = axes[0, col]
+        drawn = [r for r in rows if r["des"][key] > 0 and r["fast"][key] > 0]
+        for kind, colour in (("single", "tab:blue"), ("shared", "tab:orange")):
+            sub = [r for r in drawn if r["kind"] == kind]
+            ax.scatter([r["des"][key] * scale for r in sub],
+                       [r["fast"][key] * scale for r in sub], s=3, alpha=0.3, color=colour,
+                       label=f"{kind} host ({len(sub)})", rasterized=True)
+        if drawn:
+            values = [r[engine][key] * scale for r in drawn for engine in ("des", "fast")]
+            line = np.geomspace(min(values), max(values), 50)
+            ax.plot(line, line, "k-", lw=0.8)
+            for f in (0.95, 1.05):
+                ax.plot(line, f * line, "k:", lw=0.8)
+        ax.set(xscale="log", yscale="log",
+               title=f"{metric}: {len(drawn)} of {len(rows)} rows (zeros left out)",
+               xlabel=f"DES ({'Gbit/s' if metric == 'throughput' else 'count'}; dotted: ±5 %)",
+               ylabel="fast engine")
+        ax.legend(fontsize=8, markerscale=4)
+        ax = axes[1, col]
+        for name, keep in (*HOSTS, *SETS):
+            errors = np.sort([max(r["errors"][metric], FLOOR) for r in rows if keep(r)])
+            if len(errors):
+                p95 = float(np.percentile(errors, 95))
+                ax.step(100 * errors, np.arange(1, len(errors) + 1) / len(errors),
+                        where="post", label=f"{name} ({len(errors)}; p95 {_pct(p95)})")
+        for x in (2, 5):
+            ax.axvline(x, color="grey", ls="--", lw=0.8)
+        for y in (0.5, 0.95):
+            ax.axhline(y, color="grey", ls=":", lw=0.8)
+        ax.set(xscale="log", xlim=(100 * FLOOR, 1e3), ylim=(0, 1.01),
+               title=f"{metric}: error (goal: median ≤ 2 %, p95 ≤ 5 %, dashed)",
+               xlabel=f"|fast − DES| / DES (%; below {100 * FLOOR:g} % drawn at it)",
+               ylabel="share of rows within")
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def _default_cases(count: int, packets: int) -> list[Case]:
@@ -272,6 +330,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", type=out_file,
                         help="write every row (both engines' metrics; with --condition, the "
                              "DES's on the slower and faster cores too) here")
+    parser.add_argument("--plot", type=out_file, metavar="PNG",
+                        help="draw the grids' rows here: fast vs DES per transmission and "
+                             "the share of rows within each error, for throughput and "
+                             "interrupts")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 when the goal is not met (default: report it only)")
     parser.add_argument("--reuse-des", metavar="PATH",
@@ -363,6 +425,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for key, label, _, _ in apart_sets:
         if apart[key]:
             print(f"  {label}: {'met' if _met(apart[key]) else 'NOT met'}")
+    if args.plot:
+        plot(rows, args.plot)
+        print(f"plot: {args.plot}")
     if args.json:
         if speeds:  # the DES on the slower and the faster cores, beside each row
             rows = [{**r, "des_slower": slow["fast"], "des_faster": fast["fast"]}

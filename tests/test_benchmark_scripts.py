@@ -13,13 +13,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_fidelity_prints_every_metric_and_the_pairs(capsys: pytest.CaptureFixture[str],
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # (its worker pool imports it)
     fidelity = importlib.import_module("fidelity")
+    png = tmp_path / "plots" / "fidelity.png"
     out = fidelity.main(["--cases", "4", "--seeds", "0", "--packets", "600", "--pairs", "2",
                          "--bursts", "2", "--defaults", "2", "--workers", "1",
-                         "--condition", "1"])
+                         "--condition", "1", "--plot", str(png)])
     printed = capsys.readouterr().out
+    assert f"plot: {png}" in printed and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for metric in ("throughput", "interrupts", "cpu", "drops", "latency"):
         assert f"worst {metric}:" in printed
         assert metric in out["summary"]
