@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -72,4 +73,9 @@ def _writable(text: str, directory: bool) -> Path:
         raise argparse.ArgumentTypeError(f"cannot write {text}: {here} is not a directory")
     if not usable:
         raise argparse.ArgumentTypeError(f"cannot write {text}: no write permission in {here}")
+    try:  # (root passes os.access everywhere, even where nothing can be made, as in /proc)
+        os.rmdir(tempfile.mkdtemp(prefix=".nictune-check-", dir=here))
+    except OSError as e:
+        raise argparse.ArgumentTypeError(
+            f"cannot write {text}: nothing can be made in {here} ({e.strerror})") from None
     return path

@@ -203,6 +203,9 @@ def test_out_of_range_options_refused_before_connecting(
     # a path the file system refuses to look at (ENAMETOOLONG here; EACCES for a user
     # who may not search a directory) is one line too, not a traceback
     (["validate", "PLAN", "--sender", "rx1", "--out", "x" * 5000], "cannot write"),
+    # a directory that passes os.access (for root, every one) where nothing can be made:
+    # optimize ran its whole search before failing to save it, with a traceback
+    (["optimize", "CONFIG", "--out", "/proc/nictune-run"], "cannot write /proc/nictune-run"),
 ])
 def test_unwritable_outputs_refused_before_any_work(
         tmp_path: Path, args: list[str], message: str,
