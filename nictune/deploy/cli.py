@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from nictune.argtypes import number
+from nictune.argtypes import number, out_dir
 from nictune.deploy import hosts_cli, lab
 
 
@@ -17,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     up = lab_sub.add_parser("up", help="create the lab hosts and write the inventory")
     up.add_argument("--hosts", type=int, default=3,
                     help="number of hosts: sender + (N-1) receivers (default 3)")
-    up.add_argument("--dir", default="nictune-lab", help="lab directory (default nictune-lab)")
+    up.add_argument("--dir", type=out_dir, default="nictune-lab",
+                    help="lab directory (default nictune-lab)")
     up.add_argument("--prefix", help="lab id (1-8 of a-z0-9) instead of a hash of --dir")
     up.add_argument("--json", action="store_true", help="print the lab as JSON")
     up.set_defaults(func=_lab_up)

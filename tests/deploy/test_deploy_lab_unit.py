@@ -38,6 +38,19 @@ def test_bad_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert "--hosts" in err and "--prefix" in err and "no lab" in err
 
 
+def test_a_lab_directory_that_cannot_be_made(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`--dir` under /proc (or a file) failed with a traceback from mkdir."""
+    (tmp_path / "file").write_text("x")
+    for where in ("/proc/nictune-lab", str(tmp_path / "file")):
+        with pytest.raises(SystemExit) as stop:
+            main(["lab", "up", "--dir", where])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert f"--dir: cannot write {where}" in err or "is a file" in err, err
+        assert len(err.strip().splitlines()) == 1
+
+
 def test_lab_id_is_stable_and_distinct(tmp_path: Path) -> None:
     assert lab.lab_id(tmp_path / "a") == lab.lab_id(tmp_path / "a")
     assert lab.lab_id(tmp_path / "a") != lab.lab_id(tmp_path / "b")
