@@ -398,7 +398,7 @@ def _parse_nic(name: str, raw: object, hosts: dict[str, Host], source: str) -> N
     f = _Fields(raw, source, where, ("host", "link", "ring_slots", "min_ring_slots",
                                      "max_ring_slots", "irq_core"))
     host = f.raw.get("host")
-    if host not in hosts:
+    if not isinstance(host, str) or host not in hosts:
         f.fail(f"unknown host {host!r} (hosts: {', '.join(hosts) or 'none'})", "host")
     low = f.get("min_ring_slots", _integer, 64, 1, 1 << 20)
     high = f.get("max_ring_slots", _integer, max(32768, low), low, 1 << 20)
@@ -423,7 +423,7 @@ def _parse_transmission(i: int, raw: object, nics: dict[str, Nic], hosts: dict[s
     f = _Fields(raw, source, f"transmissions[{i}]", TRANSMISSION_KEYS)
     tid = f.required("id", lambda v: _identifier(str(v)))
     nic_name = f.raw.get("nic")
-    if nic_name not in nics:
+    if not isinstance(nic_name, str) or nic_name not in nics:
         f.fail(f"unknown nic {nic_name!r} (nics: {', '.join(list(nics)[:8]) or 'none'})", "nic")
     nic = nics[nic_name]
     packet_size = f.required("packet_size", _integer, low=MIN_PACKET, high=MAX_PACKET,

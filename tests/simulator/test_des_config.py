@@ -153,6 +153,9 @@ BAD = [
     ({"nics.n1.link": _DELETE}, r"nics\.n1\.link: is required"),
     ({"nics.n1.host": "h9"}, r"nics\.n1\.host: unknown host 'h9'"),
     ({"transmissions.0.nic": "n9"}, r"transmissions\[0\]\.nic: unknown nic 'n9'"),
+    # (a list or mapping where a name goes was a TypeError: unhashable)
+    ({"nics.n1.host": ["h1"]}, r"nics\.n1\.host: unknown host \['h1'\]"),
+    ({"transmissions.0.nic": {"x": 1}}, r"transmissions\[0\]\.nic: unknown nic \{'x': 1\}"),
     ({"transmissions.0.arrival": "bursty"}, r"arrival: must be one of cbr, poisson, onoff"),
     ({"transmissions.0.onoff": {"on": "1ms"}}, r"onoff: is only used with arrival onoff"),
     ({"transmissions.1.onoff": {"on": "1ms", "of": "1ms"}}, r"onoff\.of: unknown key 'of'"),
