@@ -64,7 +64,7 @@ SLEEP, WAKING, DRAIN, DONE = range(4)
 WAKE, AW = 0, 1  # interrupt kinds: a consumer wake-up, an active_wait packet
 FIRST_CHUNK = 16  # arrivals a drain scans in plain Python before NumPy slices (x4 each)
 MAX_CHUNK = 65536
-WORTH_COMPILING = 8  # events of a stretch in Python before `core_loop` takes it over
+WORTH_COMPILING = 8  # events of a stretch from which `core_loop` pays (`Core._advance`)
 START_UP = 0.05  # share of a window's first phase whose drops count once
 WAKE_UPS = 100  # wake-ups the window holds at least (`window_fraction`) ...
 MAX_WINDOWS = 20  # ... unless that simulates more than this many windows on a core
@@ -157,7 +157,7 @@ class Core:
         self.pooled = self.cs if vectorised and not self.solo else []
         if self.pooled:
             self._pool()
-        self.compiling = bool(self.pooled)  # whether `core_loop` pays (`_advance`)
+        self.compiling = bool(self.pooled)  # the last stretch was long (`_advance`)
         for c in self.cs:
             c.on_wake = lambda _ev, c=c: self._woken(c)
 
@@ -225,20 +225,22 @@ class Core:
         """Process every internal event (interrupt end, packet end, data-driven arrival) up
         to `horizon` (the next SimPy event) or to a wake-up scheduled meanwhile. On a
         shared core `core_loop` runs the same steps compiled, where data-driven consumers
-        are or batched ones take turns packet by packet, while it pays: while its last
-        call ran `WORTH_COMPILING` events or more (or the Python loop has just run that
-        many); a call costs a few packets' worth of the Python loop."""
+        are or batched ones take turns packet by packet, when it pays (a call costs a few
+        packets' worth of the Python loop): for the whole stretch when the previous one
+        held `WORTH_COMPILING` events or more, else from the event that brings this one
+        to that many."""
         self.H = horizon
         self._dispatch()
-        events = 0
+        events, long_before = 0, self.compiling
         while True:
-            if self.compiling and (self.driven or self._taking_turns()):
-                why, events = self._run_compiled()
-                self.compiling = events >= WORTH_COMPILING
+            if ((long_before or events >= WORTH_COMPILING) and self.pooled
+                    and (self.driven or self._taking_turns())):
+                why, ran = self._run_compiled()
+                events += ran
                 if why == RAN:
+                    self.compiling = events >= WORTH_COMPILING
                     return
                 self._dispatch()
-                events = 0
                 continue
             te, what, c = self.irq_end, 0, None
             if self.lo_end < te:
@@ -262,7 +264,7 @@ class Core:
                 self.lo_q.append((c, -1))
             self._dispatch()
             events += 1
-            self.compiling = bool(self.pooled) and events >= WORTH_COMPILING
+        self.compiling = events >= WORTH_COMPILING
         self._to_horizon()
 
     def _taking_turns(self) -> bool:

@@ -10,8 +10,10 @@ requests made meanwhile (round-robin per packet). `core_loop` runs the same step
 `Core._advance` — the same events in the same order, the same float operations — on
 arrays, so the results are the same to the bit (tests/simulator/test_des_engine.py runs
 both); only the interpreter's cost per event is gone. What needs SimPy or NumPy it hands
-back: a batched consumer going to sleep (it schedules a wake-up: `Core._sleep`), a batched
-drain with the core to itself (`Core._drain`).
+back: a batched consumer going to sleep (it schedules a wake-up: `Core._sleep`), and a
+batched drain with the core to itself (`Core._drain`) — a guard: `Core._advance` calls it
+on an all-batched core only while two consumers or more take turns, and their requests
+grow fewer only through a consumer going to sleep, which ends the call first.
 
 Per consumer i of the core, in the core's order: its arrivals, ring (`acc`: accepted
 packets in order) and delivery times are `A`, `acc`, `finish` at offset `off[i]` (the

@@ -327,7 +327,7 @@ SHARED_CORES = {
 def test_the_compiled_core_loop_changes_nothing(monkeypatch, mix, rate, arrival, worth):
     """A shared core's loop run by `core_loop` gives what `Core._advance` gives in Python,
     to the bit — interrupts preempting packets, round-robin turns, ring and backlog
-    overflow, the hand-overs to `_sleep` and `_drain` (at 500 kpps each the core
+    overflow, the hand-over to `_sleep` (at 500 kpps each the core
     saturates) — whether it runs every stretch (`worth` 0) or takes over from the Python
     loop and hands back to it as stretches grow and shrink."""
     cfg = config(packets=6000, rate=rate, extra=2, arrival=arrival, per_byte="0.2371ns",
