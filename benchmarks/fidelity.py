@@ -141,6 +141,14 @@ PLOTTED = ("throughput", "interrupts")
 FLOOR = 1e-5  # errors below it sit at it on the plot's log axis
 
 
+def png_file(text: str) -> Path:
+    """`--plot`: a .png file that can be written (checked before the run, not after it)."""
+    path = out_file(text)
+    if path.suffix.lower() != ".png":
+        raise argparse.ArgumentTypeError(f"expected a .png file, got {text}")
+    return path
+
+
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
     """A PNG of the rows for the goal's two metrics: the fast engine against the DES, one
     point per transmission (single and shared hosts apart, the ±5 % band drawn), and the
@@ -167,11 +175,14 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
             ax.plot(line, line, "k-", lw=0.8)
             for f in (0.95, 1.05):
                 ax.plot(line, f * line, "k:", lw=0.8)
-        ax.set(xscale="log", yscale="log",
-               title=f"{metric}: {len(drawn)} of {len(rows)} rows (zeros left out)",
+            ax.set(xscale="log", yscale="log")
+            ax.legend(fontsize=8, markerscale=4)
+        else:  # (a log axis of nothing is an error)
+            ax.text(0.5, 0.5, "no row above zero in both engines", ha="center",
+                    transform=ax.transAxes)
+        ax.set(title=f"{metric}: {len(drawn)} of {len(rows)} rows (zeros left out)",
                xlabel=f"DES ({'Gbit/s' if metric == 'throughput' else 'count'}; dotted: ±5 %)",
                ylabel="fast engine")
-        ax.legend(fontsize=8, markerscale=4)
         ax = axes[1, col]
         for name, keep in (*HOSTS, *SETS):
             errors = np.sort([max(r["errors"][metric], FLOOR) for r in rows if keep(r)])
@@ -187,10 +198,11 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
                title=f"{metric}: error (goal: median ≤ 2 %, p95 ≤ 5 %, dashed)",
                xlabel=f"|fast − DES| / DES (%; below {100 * FLOOR:g} % drawn at it)",
                ylabel="share of rows within")
-        ax.legend(fontsize=7, loc="lower right")
+        if rows:
+            ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, format="png")
     plt.close(fig)
 
 
@@ -330,7 +342,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", type=out_file,
                         help="write every row (both engines' metrics; with --condition, the "
                              "DES's on the slower and faster cores too) here")
-    parser.add_argument("--plot", type=out_file, metavar="PNG",
+    parser.add_argument("--plot", type=png_file, metavar="PNG",
                         help="draw the grids' rows here: fast vs DES per transmission and "
                              "the share of rows within each error, for throughput and "
                              "interrupts")

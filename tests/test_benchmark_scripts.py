@@ -39,6 +39,31 @@ def test_fidelity_prints_every_metric_and_the_pairs(capsys: pytest.CaptureFixtur
                                      "defaults_against_range"}
 
 
+def test_fidelity_plot_draws_rows_with_nothing_to_scale(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    """A panel with no row above zero (busy_poll's interrupts), or no rows at all, is drawn
+    with a note: a log axis of nothing raised after the whole run, before --json."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    fidelity = importlib.import_module("fidelity")
+    zero = {"throughput_bps": 0.0, "interrupts": 0.0}
+    row = {"kind": "shared", "grid": 0, "des": zero, "fast": zero,
+           "errors": {"throughput": 0.0, "interrupts": 0.0}}
+    for rows in ([], [row]):
+        png = tmp_path / f"{len(rows)}.png"
+        fidelity.plot(rows, png)
+        assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("name", ["rows.txt", "rows"])
+def test_fidelity_plot_must_be_a_png(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str], name: str) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    fidelity = importlib.import_module("fidelity")
+    with pytest.raises(SystemExit) as stop:
+        fidelity.main(["--plot", str(tmp_path / name)])
+    assert stop.value.code == 2 and "expected a .png file" in capsys.readouterr().err
+
+
 def test_fidelity_plans_reports_the_guard_per_host(capsys: pytest.CaptureFixture[str],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
