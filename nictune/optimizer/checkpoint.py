@@ -15,14 +15,18 @@ from typing import Any
 
 from nictune.errors import InputError
 from nictune.optimizer.archive import HostArchive
+from nictune.optimizer.objectives import PREFERENCES
 
 CHECKPOINT = "checkpoint.json"
 CHECKPOINT_FORMAT = 1
+VERIFY = ("des", "none")
 
 
 @dataclass(frozen=True)
 class Options:
-    """What a run searches with; saved in the checkpoint and restored by `--resume`."""
+    """What a run searches with and how it picks and checks its plan; saved in the
+    checkpoint and restored by `--resume` (checkpoints older than `verify` and `prefer`
+    get their defaults)."""
 
     population: int = 64
     generations: int = 50
@@ -31,6 +35,8 @@ class Options:
     energy: bool = False
     checkpoint_every: int = 5
     window: int = 200_000  # DES steady-state window when `engine` is des
+    verify: str = "des"  # after the search: re-simulate the plan with the DES, or none
+    prefer: str = "throughput"  # which point of the front becomes the plan
 
 
 @dataclass
@@ -85,8 +91,11 @@ def load_checkpoint(directory: str | Path) -> State:
         raise InputError(f"{path}: not a nictune checkpoint (nictune_checkpoint: "
                          f"{CHECKPOINT_FORMAT} expected)")
     try:
+        options = Options(**raw["options"])
+        if options.verify not in VERIFY or options.prefer not in PREFERENCES:
+            raise ValueError(f"options verify {options.verify!r}, prefer {options.prefer!r}")
         return State(
-            options=Options(**raw["options"]), config_hash=raw["config_hash"],
+            options=options, config_hash=raw["config_hash"],
             generation=int(raw["generation"]), evaluations=int(raw["evaluations"]),
             population=raw["population"], fitness=[tuple(f) for f in raw["fitness"]],
             crowding=[float(c) for c in raw["crowding"]],

@@ -16,7 +16,7 @@ from types import FrameType
 from nictune.argtypes import count, out_dir
 from nictune.errors import InputError
 from nictune.model import load_config
-from nictune.optimizer.checkpoint import Options, load_checkpoint
+from nictune.optimizer.checkpoint import VERIFY, Options, load_checkpoint
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.export import json_document, write_all
@@ -43,29 +43,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=count(0), metavar="S", help="random seed (default 0)")
     p.add_argument("--engine", choices=("fast", "des"),
                    help="engine that evaluates the population (default fast)")
-    p.add_argument("--verify", choices=("des", "none"), default="des",
+    p.add_argument("--verify", choices=VERIFY,
                    help="re-simulate the plan with the DES and flag disagreements (default des)")
     p.add_argument("--workers", type=count(1), metavar="N",
                    help="processes for DES runs (default: one per CPU, at most two per "
                         "host of the config with --verify des, 1 with --verify none)")
     p.add_argument("--dask", metavar="ADDRESS",
                    help="run DES tasks on a Dask scheduler (ADDRESS) or 'local' (2 workers)")
-    p.add_argument("--prefer", choices=PREFERENCES, default="throughput",
+    p.add_argument("--prefer", choices=PREFERENCES,
                    help="which point of the front becomes the plan (default throughput)")
     p.add_argument("--energy", action="store_true", help="minimise energy as well")
     p.add_argument("--checkpoint-every", type=count(1), metavar="N",
                    help=f"generations between checkpoints (default {DEFAULTS.checkpoint_every})")
-    p.add_argument("--resume", metavar="DIR", help="continue the run checkpointed in DIR")
+    p.add_argument("--resume", metavar="DIR",
+                   help="continue the run checkpointed in DIR with its options; --generations, "
+                        "--checkpoint-every, --verify and --prefer may be changed")
     p.add_argument("--json", action="store_true", help="print a JSON document, not the table")
     p.set_defaults(func=run)
 
 
 def _options(args: argparse.Namespace) -> Options:
-    """Options from the command line, or from the checkpoint when resuming."""
+    """Options from the command line, or from the checkpoint when resuming: what shaped
+    the search must match it, what comes after (how long, the plan's pick and check) may
+    change."""
     given = {k: getattr(args, k) for k in ("population", "seed", "engine", "energy")
              if getattr(args, k) not in (None, False)}
-    extra = {k: getattr(args, k) for k in ("generations", "checkpoint_every")
-             if getattr(args, k) is not None}
+    extra = {k: getattr(args, k) for k in ("generations", "checkpoint_every", "verify",
+                                           "prefer") if getattr(args, k) is not None}
     if not args.resume:
         return replace(DEFAULTS, **given, **extra)
     saved = load_checkpoint(args.resume).options
@@ -105,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     options = _options(args)
     if args.dask and args.workers:
         raise InputError("--workers and --dask exclude each other; pick one")
-    workers = args.workers or default_workers(options.engine, args.verify, len(config.hosts))
+    workers = args.workers or default_workers(options.engine, options.verify, len(config.hosts))
     out = Path(args.out or args.resume or Path("runs") / Path(args.config).stem)
     search: Search | None = None
     try:
@@ -120,14 +124,14 @@ def run(args: argparse.Namespace) -> int:
             if search.stop_requested:
                 raise KeyboardInterrupt
             checked = time.perf_counter()
-            if args.verify == "des":  # (the longest silence of a run: say what it is)
+            if options.verify == "des":  # (the longest silence of a run: say what it is)
                 hosts = len(config.hosts)
                 print(f"checking the plan with the DES: the defaults and the plan of {hosts} "
                       f"host{'s' * (hosts != 1)} on {workers} worker{'s' * (workers != 1)}",
                       file=sys.stderr, flush=True)
-            plan_path, outcome, meta, summary = write_all(search, args.prefer, args.verify,
-                                                          started, out)
-            if args.verify == "des":
+            plan_path, outcome, meta, summary = write_all(search, options.prefer,
+                                                          options.verify, started, out)
+            if options.verify == "des":
                 print(f"checked in {time.perf_counter() - checked:.1f} s", file=sys.stderr,
                       flush=True)
     except KeyboardInterrupt:  # outside the map, so its workers stop at once

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -227,7 +228,9 @@ class Search:
             save_checkpoint(self.state, self.config.source, self.out)
 
     def resume(self, state: State) -> None:
+        """Continue from `state`; its checkpoint is saved from now on with this run's
+        options (a resumed run may change how long it runs and how the plan is picked)."""
         if state.config_hash != self.config.digest:
             raise InputError(f"{self.config.source}: the config changed since the checkpoint "
                              "was written (config hash differs); start a new run instead")
-        self.state = state
+        self.state = replace(state, options=self.options)

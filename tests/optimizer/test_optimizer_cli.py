@@ -94,6 +94,37 @@ def test_optimizer_cli_bad_inputs_exit_2(small_config: Path, tmp_path: Path,
     assert "damaged checkpoint" in capsys.readouterr().err
 
 
+def test_optimizer_resume_keeps_the_runs_verify_and_prefer_unless_given(
+        small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r"
+    assert main(["optimize", str(small_config), "--out", str(out), *FAST, "--verify", "none",
+                 "--prefer", "interrupts"]) == 0
+    capsys.readouterr()
+    assert main(["optimize", str(small_config), "--resume", str(out), "--generations",
+                 "4"]) == 0
+    err = capsys.readouterr().err
+    meta = load_plan(out / "plan.yaml").meta
+    assert (meta["verify"], meta["prefer"]) == ("none", "interrupts")
+    assert "checking the plan" not in err and "gen    4/4" in err
+    assert main(["optimize", str(small_config), "--resume", str(out), "--generations", "4",
+                 "--prefer", "balanced"]) == 0
+    assert load_plan(out / "plan.yaml").meta["prefer"] == "balanced"
+    assert "checking the plan" not in capsys.readouterr().err
+    saved = json.loads((out / "checkpoint.json").read_text())
+    assert (saved["options"]["verify"], saved["options"]["prefer"]) == ("none", "balanced")
+    for key in ("verify", "prefer"):  # a checkpoint written before they were saved
+        del saved["options"][key]
+    (out / "checkpoint.json").write_text(json.dumps(saved))
+    assert main(["optimize", str(small_config), "--resume", str(out), "--generations",
+                 "4"]) == 0
+    assert load_plan(out / "plan.yaml").meta["verify"] == "des"
+    saved["options"]["verify"] = "sometimes"
+    (out / "checkpoint.json").write_text(json.dumps(saved))
+    assert main(["optimize", str(small_config), "--resume", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "damaged checkpoint" in err and "'sometimes'" in err
+
+
 def _settings(plan_path: Path) -> list[tuple[dict, dict]]:
     doc = yaml.safe_load(plan_path.read_text())
     return [(t["setting"], t["predicted"]["optimized"]) for t in doc["transmissions"]]
