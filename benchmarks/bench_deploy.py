@@ -251,9 +251,12 @@ def _rollback(host: HostInventory) -> Any:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hosts", type=count(1), default=20)
-    parser.add_argument("--trials", type=count(0), default=50)
-    parser.add_argument("--seed", type=count(0), default=1)
+    parser.add_argument("--hosts", type=count(1), default=20,
+                        help="receivers of the timed deploy (default 20)")
+    parser.add_argument("--trials", type=count(0), default=50,
+                        help="fault trials on the 4-host lab (default 50)")
+    parser.add_argument("--seed", type=count(0), default=1,
+                        help="seed of the plans, faults and their moments (default 1)")
     args = parser.parse_args()
     try:
         check_lab_possible()

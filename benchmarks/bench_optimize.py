@@ -197,8 +197,10 @@ def bench_rack(seeds: int) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--skip-wall", action="store_true")
-    parser.add_argument("--seeds", type=count(1), default=3)
+    parser.add_argument("--skip-wall", action="store_true",
+                        help="skip part 1, the timed paper-47 optimisation")
+    parser.add_argument("--seeds", type=count(1), default=3,
+                        help="seeds of the rack.yaml hypervolume comparison (default 3)")
     args = parser.parse_args()
     ok = True
     print("# bench_optimize\n")

@@ -139,9 +139,11 @@ def table(val: dict[str, Any], cal: dict[str, Any], flood: dict[str, Any],
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=count(1), default=5)
-    parser.add_argument("--scale", type=number(1e-6, 1.0), default=1.0)
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--repeats", type=count(1), default=5,
+                        help="interleaved runs per arm (default 5)")
+    parser.add_argument("--scale", type=number(1e-6, 1.0), default=1.0,
+                        help="fraction of each transmission's packets sent (default 1)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     try:
         check_lab_possible()

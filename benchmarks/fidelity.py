@@ -317,12 +317,15 @@ def saved_rows(parser: argparse.ArgumentParser, path: str) -> Any:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=count(1), default=500)
-    parser.add_argument("--packets", type=count(10), default=30_000)
+    parser.add_argument("--cases", type=count(1), default=500,
+                        help="random cases per grid (default 500)")
+    parser.add_argument("--packets", type=count(10), default=30_000,
+                        help="packets per transmission of a case (default 30000)")
     parser.add_argument("--seeds", type=count(0), nargs="+", default=[*DEVELOPED, *HELD_OUT],
                         help="one grid of --cases per seed (default: 0-5 and 20-29, the "
                              "grids the model was developed against, and 60-69, held out)")
-    parser.add_argument("--workers", type=count(1), default=2)
+    parser.add_argument("--workers", type=count(1), default=2,
+                        help="processes for the DES runs (default 2)")
     parser.add_argument("--noise", action="store_true",
                         help="also measure the DES against itself (a second seed)")
     parser.add_argument("--pairs", type=count(0), default=300,

@@ -179,9 +179,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=count(1), default=800,
                         help="cases, an equal share beside each kind of neighbour (800)")
-    parser.add_argument("--seed", type=count(0), default=0)
-    parser.add_argument("--packets", type=count(10), default=20_000)
-    parser.add_argument("--workers", type=count(1), default=2)
+    parser.add_argument("--seed", type=count(0), default=0,
+                        help="seed of the cases (default 0)")
+    parser.add_argument("--packets", type=count(10), default=20_000,
+                        help="packets per transmission (default 20000)")
+    parser.add_argument("--workers", type=count(1), default=2,
+                        help="processes for the DES runs (default 2)")
     parser.add_argument("--json", type=out_file,
                         help="write the rows of the four comparisons here")
     parser.add_argument("--reuse-des", metavar="PATH",

@@ -65,12 +65,18 @@ def run_case(job: tuple[Case, int, int]) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=count(0), default=40)
-    parser.add_argument("--shared", type=count(0), default=40)
-    parser.add_argument("--packets", type=count(10), default=30_000)
-    parser.add_argument("--population", type=count(4), default=32)
-    parser.add_argument("--generations", type=count(1), default=15)
-    parser.add_argument("--workers", type=count(1), default=2)
+    parser.add_argument("--pairs", type=count(0), default=40,
+                        help="configs of one NIC with two or three transmissions (default 40)")
+    parser.add_argument("--shared", type=count(0), default=40,
+                        help="shared-host cases of random_cases (at most; default 40)")
+    parser.add_argument("--packets", type=count(10), default=30_000,
+                        help="packets per transmission (default 30000)")
+    parser.add_argument("--population", type=count(4), default=32,
+                        help="the search's population (default 32)")
+    parser.add_argument("--generations", type=count(1), default=15,
+                        help="the search's generations (default 15)")
+    parser.add_argument("--workers", type=count(1), default=2,
+                        help="processes for the DES checks (default 2)")
     parser.add_argument("--worst", type=count(0), default=5, help="rows of the worst list")
     args = parser.parse_args(argv)
     cases = nic_pair_cases(args.pairs, seed=11, packets=args.packets)

@@ -49,7 +49,7 @@ def _lab_down(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--inventory", required=True, help="inventory.yaml (DESIGN §6)")
+    p.add_argument("--inventory", required=True, help="inventory.yaml (docs/deploy.md, Inventory)")
     p.add_argument("--hosts", nargs="+", metavar="HOST", help="only these inventory hosts")
     p.add_argument("--trust-on-first-use", action="store_true",
                    help="accept and record unknown host keys (changed keys are always refused)")

@@ -23,7 +23,7 @@ from nictune.units import format_bitrate, format_duration
 
 DESCRIPTION = ("Simulate the receive path of each transmission under its default setting, or "
                "under the setting options given (they override each selected transmission's "
-               "default). Prints a table, or the DESIGN §4 keys with --json.")
+               "default). Prints a table, or the contract keys (docs/simulate.md) with --json.")
 # command-line option -> setting key (values keep their units: parse_setting reads them)
 OPTIONS = {"mode": "mode", "poll_interval": "poll_interval", "watermark": "watermark",
            "watermark_timeout": "watermark_timeout", "ring_slots": "ring_slots"}

@@ -25,7 +25,7 @@ def register(subparsers: Any) -> None:
                     "(A B A B ...), send the transmission's traffic with hping3, count it on "
                     "the receiver, and report throughput, interrupts, CPU with 95 % CIs.")
     p.add_argument("plan", help="plan.yaml from `nictune optimize`")
-    p.add_argument("--inventory", required=True, help="inventory.yaml (DESIGN §6)")
+    p.add_argument("--inventory", required=True, help="inventory.yaml (docs/deploy.md, Inventory)")
     p.add_argument("--sender", required=True, help="inventory host that runs hping3")
     p.add_argument("--transmissions", nargs="+", metavar="ID", default=[],
                    help="only these transmissions (default: all of the plan)")
@@ -45,19 +45,25 @@ def register(subparsers: Any) -> None:
         "calibrate", help="fit a host cost profile (irq, per_packet, per_byte) from measurements",
         description="Sweep modes, rates and packet sizes between two hosts, fit the receive "
                     "cost profile by least squares and write a host profile YAML.")
-    c.add_argument("--inventory", required=True)
-    c.add_argument("--sender", required=True)
-    c.add_argument("--receiver", required=True)
+    c.add_argument("--inventory", required=True,
+                   help="inventory.yaml (docs/deploy.md, Inventory)")
+    c.add_argument("--sender", required=True, metavar="HOST",
+                   help="the inventory host that sends with hping3")
+    c.add_argument("--receiver", required=True, metavar="HOST",
+                   help="the inventory host whose costs are fitted")
     c.add_argument("--nic", help="the receiver's NIC id (default: its only/first NIC)")
     c.add_argument("--out", type=out_file, default="host-profile.yaml",
-                   help="profile YAML to write")
+                   help="profile YAML to write (default host-profile.yaml)")
     c.add_argument("--seconds", type=_SECONDS, default=1.0,
                    help="sending time per sweep point: packets = rate x seconds (default 1)")
-    c.add_argument("--rates", type=_RATE, nargs="+", help="packet rates to sweep (pps)")
-    c.add_argument("--sizes", type=count(1), nargs="+", help="packet sizes (IP bytes)")
+    c.add_argument("--rates", type=_RATE, nargs="+",
+                   help="packet rates to sweep (pps; default 2000 5000 10000)")
+    c.add_argument("--sizes", type=count(1), nargs="+",
+                   help="packet sizes (IP bytes, 64..9000; default 200 1400)")
     c.add_argument("--modes", nargs="+", help="modes to sweep (default all four)")
-    c.add_argument("--repeats", type=count(1), default=1)
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--repeats", type=count(1), default=1,
+                   help="runs per sweep point (default 1)")
+    c.add_argument("--json", action="store_true", help="print the fit and errors as JSON")
     c.set_defaults(func=run_calibrate)
 
 
