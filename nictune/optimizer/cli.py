@@ -94,13 +94,36 @@ def default_workers(engine: str, verify: str, hosts: int) -> int:
 def _progress(gen: int, total: int, gain: float, front: int, rate: float) -> None:
     width = 20
     done = width * gen // max(total, 1)
+    speed = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"  # (a DES generation: 0.05)
     line = (f"gen {gen:>4}/{total} [{'#' * done}{'-' * (width - done)}] best throughput "
-            f"{gain:+.3f} %, front {front}, {rate:,.0f} evals/s")
+            f"{gain:+.3f} %, front {front}, {speed} evals/s")
     if sys.stderr.isatty():
         sys.stderr.write(f"\r{line}" + ("\n" if gen >= total else ""))
     else:
         sys.stderr.write(line + "\n")
     sys.stderr.flush()
+
+
+class _DesRuns:
+    """Counts DES runs on stderr as they finish (a DES generation or the plan's check can
+    take minutes): on a terminal a line rewritten in place, else a line at most every
+    `every` seconds. Fast-engine runs are not counted (they take milliseconds)."""
+
+    def __init__(self, every: float = 10.0):
+        self.every, self.last = every, time.monotonic()
+
+    def __call__(self, done: int, total: int, engine: str) -> None:
+        if engine != "des":
+            return
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\r  DES runs {done}/{total}\033[K" if done < total else
+                             "\r\033[K")
+        elif time.monotonic() - self.last >= self.every:
+            sys.stderr.write(f"  DES runs {done}/{total}\n")
+            self.last = time.monotonic()
+        else:
+            return
+        sys.stderr.flush()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with mapper(workers, args.dask) as map_fn:
             evaluator = Evaluator(config, Encoding(config), options.engine, options.seed,
-                                  options.window, map_fn)
+                                  options.window, map_fn, _DesRuns())
             search = Search(config, options, evaluator, out, _progress)
             if args.resume:
                 search.resume(load_checkpoint(args.resume))

@@ -3,6 +3,8 @@ one run per host and distinct setting through a swappable `map`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from nictune.model import Config, NicSetting
@@ -23,13 +25,15 @@ class Evaluator:
     """Metrics (P, T) of a gene matrix (P, G) with the chosen engine.
 
     fast: one `evaluate_batch` call for the whole matrix. des: one DES run per host and
-    distinct host setting, spread with `map` and cached (many individuals share settings).
+    distinct host setting, spread with `map` and cached (many individuals share settings);
+    `on_task(done, total, engine)` is told of every finished run.
     """
 
     def __init__(self, config: Config, encoding: Encoding, engine: str, seed: int,
-                 window: int, map_fn: Map = serial_map):
+                 window: int, map_fn: Map = serial_map,
+                 on_task: Callable[[int, int, str], None] | None = None):
         self.config, self.encoding, self.engine = config, encoding, engine
-        self.seed, self.window, self.map = seed, window, map_fn
+        self.seed, self.window, self.map, self.on_task = seed, window, map_fn, on_task
         self.cache: dict[tuple[str, int, tuple[NicSetting, ...]], list[Metrics]] = {}
 
     def __call__(self, genes: np.ndarray) -> dict[str, np.ndarray]:
@@ -54,8 +58,11 @@ class Evaluator:
                 if key not in self.cache and key not in todo:
                     todo[key] = {ids[j]: row[j] for j in cols}
         tasks = [(self.config, s, engine, self.seed, self.window) for s in todo.values()]
-        for key, result in zip(todo, self.map(simulate_task, tasks), strict=True):
+        for done, (key, result) in enumerate(
+                zip(todo, self.map(simulate_task, tasks), strict=True), 1):
             self.cache[key] = result
+            if self.on_task:
+                self.on_task(done, len(tasks), engine)
         out = []
         for row in settings:
             metrics: list[Metrics | None] = [None] * len(ids)

@@ -107,8 +107,10 @@ class Search:
                                for c in self.encoding.host_genes])
         seeds = [self.encoding.default_genes(), *self.encoding.corners()][:o.population]
         genes = [*seeds, *rng.random((o.population - len(seeds), self.encoding.size)).tolist()]
+        t0 = time.perf_counter()
         pop = tools.selNSGA2(self._evaluated(genes), o.population)
         self._record(pop, rng)
+        self._report(t0)
 
     def run(self) -> State:
         """Run (or continue) to `options.generations`, checkpointing on the way; when
@@ -125,15 +127,19 @@ class Search:
                                  self.options.population)
             self.state.generation += 1
             self._record(pop, rng)
-            if self.progress:
-                last = self.state.logbook[-1]
-                self.progress(self.state.generation, self.options.generations,
-                              last["throughput_throughput_gain_pct"], int(last["front"]),
-                              self.options.population / max(time.perf_counter() - t0, 1e-9))
+            self._report(t0)
             if self.state.generation % self.options.checkpoint_every == 0:
                 self.save()
         self.save()
         return self.state
+
+    def _report(self, started: float) -> None:
+        """Tell `progress` of the generation just recorded (evaluated since `started`)."""
+        if self.progress and self.state is not None:
+            last = self.state.logbook[-1]
+            self.progress(self.state.generation, self.options.generations,
+                          last["throughput_throughput_gain_pct"], int(last["front"]),
+                          self.options.population / max(time.perf_counter() - started, 1e-9))
 
     def _offspring(self, pop: list[Any], rng: np.random.Generator) -> list[list[float]]:
         """A quarter NSGA-II offspring (tournament, SBX, mutation) of the population; the

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from nictune.cli import main
-from nictune.optimizer.cli import default_workers
+from nictune.optimizer.cli import _DesRuns, _progress, default_workers
 from nictune.plan import load_plan
 
 FAST = ["--population", "8", "--generations", "3"]
@@ -224,3 +224,22 @@ def test_without_cpu_affinity_the_cpu_count_is_used(monkeypatch: pytest.MonkeyPa
     (a rename once made this branch call a function that does not exist)."""
     monkeypatch.delattr(os, "sched_getaffinity")
     assert default_workers("des", "none", 1) == (os.cpu_count() or 1)
+
+
+def test_des_runs_are_counted_on_stderr_at_most_every_interval(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    every = _DesRuns(every=0.0)
+    every(3, 6, "des")
+    every(4, 6, "fast")  # fast-engine runs take milliseconds: not counted
+    assert capsys.readouterr().err == "  DES runs 3/6\n"
+    rarely = _DesRuns(every=3600.0)
+    rarely(5, 6, "des")
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_line_shows_a_slow_generations_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    _progress(0, 5, 1.25, 3, 0.05)  # a DES generation: minutes for 16 individuals
+    _progress(5, 5, 1.25, 3, 2950.4)
+    assert capsys.readouterr().err.splitlines() == [
+        "gen    0/5 [--------------------] best throughput +1.250 %, front 3, 0.05 evals/s",
+        "gen    5/5 [####################] best throughput +1.250 %, front 3, 2,950 evals/s"]

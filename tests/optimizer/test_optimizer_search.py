@@ -13,6 +13,7 @@ from nictune.optimizer.checkpoint import Options, load_checkpoint
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.objectives import CPU_SLACK, NOISE, PREFERENCES, ratios
+from nictune.optimizer.parallel import mapper
 from nictune.optimizer.search import Search
 
 
@@ -77,3 +78,31 @@ def test_optimizer_resume_refuses_a_changed_config(small_config: Path, tmp_path:
     small_config.write_text(small_config.read_text().replace("3MB", "4MB"))
     with pytest.raises(InputError, match="config changed"):
         _search(small_config).resume(load_checkpoint(tmp_path / "run"))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_evaluator_counts_des_runs_as_they_finish(small_config: Path, workers: int) -> None:
+    """Every distinct host setting is one DES run, counted once as it finishes (cached
+    ones are not run again); a process pool gives the serial map's metrics."""
+    config = load_config(small_config)
+    enc = Encoding(config)
+    genes = np.vstack([enc.default_genes(), np.random.default_rng(4).random(enc.size)])
+    seen: list[tuple[int, int, str]] = []
+    with mapper(workers) as map_fn:
+        ev = Evaluator(config, enc, "des", 0, 2_000, map_fn,
+                       lambda *a: seen.append(a))
+        first = ev(genes)
+        assert seen == [(i, 6, "des") for i in range(1, 7)]  # 3 hosts × 2 rows
+        again = ev(genes)
+    assert len(seen) == 6  # all cached
+    assert all(np.array_equal(first[k], again[k]) for k in first)
+    serial = Evaluator(config, enc, "des", 0, 2_000)(genes)
+    assert all(np.array_equal(first[k], serial[k]) for k in first)
+
+
+def test_search_reports_generation_zero(small_config: Path) -> None:
+    reports: list[tuple[int, int]] = []
+    search = _search(small_config, population=8, generations=2)
+    search.progress = lambda gen, total, *_: reports.append((gen, total))
+    search.run()
+    assert reports == [(0, 2), (1, 2), (2, 2)]
