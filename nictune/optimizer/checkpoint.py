@@ -20,6 +20,8 @@ from nictune.optimizer.objectives import PREFERENCES
 CHECKPOINT = "checkpoint.json"
 CHECKPOINT_FORMAT = 1
 VERIFY = ("des", "none")
+# the options a resumed run must share with its checkpoint (the others may change)
+SEARCH_SHAPING = ("population", "seed", "engine", "energy", "window")
 
 
 @dataclass(frozen=True)

@@ -66,8 +66,8 @@ def _options(args: argparse.Namespace) -> Options:
     """Options from the command line, or from the checkpoint when resuming: what shaped
     the search must match it, what comes after (how long, the plan's pick and check) may
     change."""
-    given = {k: getattr(args, k) for k in ("population", "seed", "engine", "energy")
-             if getattr(args, k) not in (None, False)}
+    given = {k: getattr(args, k) for k in ("population", "seed", "engine")
+             if getattr(args, k) is not None} | ({"energy": True} if args.energy else {})
     extra = {k: getattr(args, k) for k in ("generations", "checkpoint_every", "verify",
                                            "prefer") if getattr(args, k) is not None}
     if not args.resume:
@@ -91,38 +91,42 @@ def default_workers(engine: str, verify: str, hosts: int) -> int:
     return max(1, cpus if engine == "des" else min(cpus, 2 * hosts))
 
 
-def _progress(gen: int, total: int, gain: float, front: int, rate: float) -> None:
-    width = 20
-    done = width * gen // max(total, 1)
-    speed = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"  # (a DES generation: 0.05)
-    line = (f"gen {gen:>4}/{total} [{'#' * done}{'-' * (width - done)}] best throughput "
-            f"{gain:+.3f} %, front {front}, {speed} evals/s")
-    if sys.stderr.isatty():
-        sys.stderr.write(f"\r{line}" + ("\n" if gen >= total else ""))
-    else:
-        sys.stderr.write(line + "\n")
-    sys.stderr.flush()
+class _Progress:
+    """The run's progress on stderr: a line per generation, and DES runs counted as they
+    come in (a DES generation or the plan's check can take minutes; fast-engine runs take
+    milliseconds and are not counted). On a terminal one line is rewritten in place — the
+    last generation's, the DES runs of the next one appended; elsewhere a line per
+    generation, and a DES count at most every `every` seconds."""
 
+    def __init__(self, tty: bool | None = None, every: float = 10.0):
+        self.tty = sys.stderr.isatty() if tty is None else tty
+        self.every, self.last, self.line = every, time.monotonic(), ""
 
-class _DesRuns:
-    """Counts DES runs on stderr as they finish (a DES generation or the plan's check can
-    take minutes): on a terminal a line rewritten in place, else a line at most every
-    `every` seconds. Fast-engine runs are not counted (they take milliseconds)."""
+    def generation(self, gen: int, total: int, gain: float, front: int, rate: float) -> None:
+        width = 20
+        done = width * gen // max(total, 1)
+        speed = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"  # (a DES generation: 0.05)
+        line = (f"gen {gen:>4}/{total} [{'#' * done}{'-' * (width - done)}] best throughput "
+                f"{gain:+.3f} %, front {front}, {speed} evals/s")
+        self.line = line if gen < total else ""
+        self._write(f"\r{line}\033[K" + ("\n" if gen >= total else "") if self.tty else
+                    f"{line}\n")
 
-    def __init__(self, every: float = 10.0):
-        self.every, self.last = every, time.monotonic()
-
-    def __call__(self, done: int, total: int, engine: str) -> None:
+    def des_run(self, done: int, total: int, engine: str) -> None:
         if engine != "des":
             return
-        if sys.stderr.isatty():
-            sys.stderr.write(f"\r  DES runs {done}/{total}\033[K" if done < total else
-                             "\r\033[K")
+        count = f"DES runs {done}/{total}"
+        if self.tty:
+            shown = self.line if done == total else (
+                f"{self.line} · {count}" if self.line else f"  {count}")
+            self._write(f"\r{shown}\033[K")
         elif time.monotonic() - self.last >= self.every:
-            sys.stderr.write(f"  DES runs {done}/{total}\n")
+            self._write(f"  {count}\n")
             self.last = time.monotonic()
-        else:
-            return
+
+    @staticmethod
+    def _write(text: str) -> None:
+        sys.stderr.write(text)
         sys.stderr.flush()
 
 
@@ -137,9 +141,10 @@ def run(args: argparse.Namespace) -> int:
     search: Search | None = None
     try:
         with mapper(workers, args.dask) as map_fn:
+            progress = _Progress()
             evaluator = Evaluator(config, Encoding(config), options.engine, options.seed,
-                                  options.window, map_fn, _DesRuns())
-            search = Search(config, options, evaluator, out, _progress)
+                                  options.window, map_fn, progress.des_run)
+            search = Search(config, options, evaluator, out, progress.generation)
             if args.resume:
                 search.resume(load_checkpoint(args.resume))
             with _Interrupts(search):

@@ -1,7 +1,8 @@
 """A swappable `map` (DEAP style): serial, a process pool (`--workers N`) or Dask
 (`--dask ADDRESS|local`). Every map keeps the order of its inputs, and the tasks are
-deterministic, so the result never depends on where they ran. Results are yielded as they
-arrive in that order, so a caller can count progress.
+deterministic, so the result never depends on where they ran. Results are yielded in
+that order as they come in, so a caller can count progress; read them inside the
+`mapper` block (the pool or the Dask client is gone after it).
 """
 
 from __future__ import annotations
@@ -48,10 +49,13 @@ def _pool_map(workers: int) -> Iterator[Map]:
         # as workers free up balances better than chunks (rack.yaml's verification: 23 →
         # 19 s on 2 workers)
         results = pool.imap(fn, items, chunksize=1)
-        for _ in range(len(items)):
-            # next(timeout) rather than next(): a wait without timeout cannot be
-            # interrupted by Ctrl-C.
-            yield results.next(timeout=_FOREVER)
+        while True:
+            try:
+                # next(timeout) rather than next(): a wait without timeout cannot be
+                # interrupted by Ctrl-C.
+                yield results.next(timeout=_FOREVER)
+            except StopIteration:
+                return
 
     try:
         yield run

@@ -25,7 +25,7 @@ from deap import base, creator, tools
 from nictune.errors import InputError
 from nictune.model import Config
 from nictune.optimizer.archive import HostArchive
-from nictune.optimizer.checkpoint import Options, State, save_checkpoint
+from nictune.optimizer.checkpoint import SEARCH_SHAPING, Options, State, save_checkpoint
 from nictune.optimizer.encoding import GENES_PER_NIC
 from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.objectives import (
@@ -234,9 +234,15 @@ class Search:
             save_checkpoint(self.state, self.config.source, self.out)
 
     def resume(self, state: State) -> None:
-        """Continue from `state`; its checkpoint is saved from now on with this run's
-        options (a resumed run may change how long it runs and how the plan is picked)."""
+        """Continue from `state`. What shaped the search must be the same; how long it
+        runs and how the plan is picked and checked may change, and the checkpoint is
+        saved with this run's options from now on."""
         if state.config_hash != self.config.digest:
             raise InputError(f"{self.config.source}: the config changed since the checkpoint "
                              "was written (config hash differs); start a new run instead")
+        for key in SEARCH_SHAPING:
+            if getattr(state.options, key) != getattr(self.options, key):
+                raise InputError(f"{key} {getattr(self.options, key)} differs from the "
+                                 f"checkpoint's ({getattr(state.options, key)}); leave it "
+                                 "out or start a new run")
         self.state = replace(state, options=self.options)

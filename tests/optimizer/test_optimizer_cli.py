@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from nictune.cli import main
-from nictune.optimizer.cli import _DesRuns, _progress, default_workers
+from nictune.optimizer.cli import _Progress, default_workers
 from nictune.plan import load_plan
 
 FAST = ["--population", "8", "--generations", "3"]
@@ -89,6 +89,12 @@ def test_optimizer_cli_bad_inputs_exit_2(small_config: Path, tmp_path: Path,
     capsys.readouterr()
     assert main(["optimize", str(small_config), "--resume", str(out), "--seed", "5"]) == 2
     assert "--seed 5 differs from the checkpoint" in capsys.readouterr().err
+    seeded = tmp_path / "seeded"
+    assert main(["optimize", str(small_config), "--out", str(seeded), *FAST, "--seed", "5",
+                 "--verify", "none"]) == 0
+    capsys.readouterr()
+    assert main(["optimize", str(small_config), "--resume", str(seeded), "--seed", "0"]) == 2
+    assert "--seed 0 differs from the checkpoint" in capsys.readouterr().err
     (out / "checkpoint.json").write_text("{not json")
     assert main(["optimize", str(small_config), "--resume", str(out)]) == 2
     assert "damaged checkpoint" in capsys.readouterr().err
@@ -197,7 +203,8 @@ def test_ctrl_c_stops_after_the_generation_or_at_once_the_second_time(
     """One Ctrl-C finishes and saves the generation under way; a second stops at once,
     also when a library turned its KeyboardInterrupt into another error (seen in CI: a
     TypeError out of np.unique, with a traceback instead of exit 130)."""
-    monkeypatch.setattr("nictune.optimizer.cli._progress", _interrupting(3, masked, twice))
+    interrupt = _interrupting(3, masked, twice)
+    monkeypatch.setattr(_Progress, "generation", lambda self, *a: interrupt(*a))
     out = tmp_path / "run"
     rc = main(["optimize", str(small_config), "--out", str(out), "--population", "8",
                "--generations", "50", "--checkpoint-every", "1", "--verify", "none"])
@@ -226,20 +233,42 @@ def test_without_cpu_affinity_the_cpu_count_is_used(monkeypatch: pytest.MonkeyPa
     assert default_workers("des", "none", 1) == (os.cpu_count() or 1)
 
 
-def test_des_runs_are_counted_on_stderr_at_most_every_interval(
+def test_des_runs_in_a_log_are_counted_at_most_every_interval(
         capsys: pytest.CaptureFixture[str]) -> None:
-    every = _DesRuns(every=0.0)
-    every(3, 6, "des")
-    every(4, 6, "fast")  # fast-engine runs take milliseconds: not counted
+    every = _Progress(tty=False, every=0.0)
+    every.des_run(3, 6, "des")
+    every.des_run(4, 6, "fast")  # fast-engine runs take milliseconds: not counted
     assert capsys.readouterr().err == "  DES runs 3/6\n"
-    rarely = _DesRuns(every=3600.0)
-    rarely(5, 6, "des")
+    rarely = _Progress(tty=False, every=3600.0)
+    rarely.des_run(5, 6, "des")
     assert capsys.readouterr().err == ""
 
 
-def test_progress_line_shows_a_slow_generations_rate(capsys: pytest.CaptureFixture[str]) -> None:
-    _progress(0, 5, 1.25, 3, 0.05)  # a DES generation: minutes for 16 individuals
-    _progress(5, 5, 1.25, 3, 2950.4)
+def test_progress_lines_in_a_log(capsys: pytest.CaptureFixture[str]) -> None:
+    log = _Progress(tty=False)
+    log.generation(0, 5, 1.25, 3, 0.05)  # a DES generation: minutes for 16 individuals
+    log.generation(5, 5, 1.25, 3, 2950.4)
     assert capsys.readouterr().err.splitlines() == [
         "gen    0/5 [--------------------] best throughput +1.250 %, front 3, 0.05 evals/s",
         "gen    5/5 [####################] best throughput +1.250 %, front 3, 2,950 evals/s"]
+
+
+def test_progress_on_a_terminal_keeps_the_generation_beside_the_des_runs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """One line rewritten in place (and cleared to its end, so a shorter line leaves
+    nothing behind): the last generation, the DES runs of the next one appended, the
+    generation alone again when they are done; a newline after the last generation."""
+    term = _Progress(tty=True)
+    term.des_run(1, 4, "des")  # the defaults' runs, before any generation
+    term.des_run(4, 4, "des")
+    term.generation(0, 2, 0.5, 2, 0.1)
+    gen0 = "gen    0/2 [--------------------] best throughput +0.500 %, front 2, 0.1 evals/s"
+    term.des_run(2, 8, "des")
+    term.des_run(8, 8, "des")
+    term.generation(2, 2, 0.75, 4, 0.2)
+    term.des_run(1, 2, "des")  # the plan's check, after the search
+    assert capsys.readouterr().err == "".join([
+        "\r  DES runs 1/4\033[K", "\r\033[K", f"\r{gen0}\033[K",
+        f"\r{gen0} · DES runs 2/8\033[K", f"\r{gen0}\033[K",
+        "\rgen    2/2 [####################] best throughput +0.750 %, front 4, 0.2 evals/s"
+        "\033[K\n", "\r  DES runs 1/2\033[K"])

@@ -80,6 +80,19 @@ def test_optimizer_resume_refuses_a_changed_config(small_config: Path, tmp_path:
         _search(small_config).resume(load_checkpoint(tmp_path / "run"))
 
 
+@pytest.mark.parametrize(("key", "value"), [("population", 8), ("seed", 0), ("energy", True)])
+def test_optimizer_resume_refuses_other_search_options(small_config: Path, tmp_path: Path,
+                                                      key: str, value: int) -> None:
+    from nictune.errors import InputError
+
+    _search(small_config, tmp_path / "run", generations=1, seed=3).run()
+    saved = load_checkpoint(tmp_path / "run")
+    same = {"population": 16, "seed": 3, "energy": False}
+    with pytest.raises(InputError, match=f"{key} {value} differs from the checkpoint"):
+        _search(small_config, generations=2, **{**same, key: value}).resume(saved)
+    _search(small_config, generations=2, **same).resume(saved)  # the same: accepted
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_evaluator_counts_des_runs_as_they_finish(small_config: Path, workers: int) -> None:
     """Every distinct host setting is one DES run, counted once as it finishes (cached
