@@ -3,9 +3,9 @@
 A small version of benchmarks/fidelity.py (fixed seed, exact DES runs), so the engines
 cannot drift apart unnoticed. The issue's bounds — median ≤ 2 %, 95th percentile ≤ 5 % of
 the relative error — hold for throughput over all rows and for interrupts on one host
-(benchmarks/fidelity.py over 26 grids of 500 cases: p95 1.92 % and 1.45 %). For shared
+(benchmarks/fidelity.py over 26 grids of 500 cases: p95 1.92 % and 1.43 %). For shared
 cores (a neighbour's drains meeting a consumer's, see docs/engines.md) the median is ≈ 0
-but the tail is long (95th percentile 24 %), and on this short grid (6 000 packets, a few
+but the tail is long (95th percentile 22 %), and on this short grid (6 000 packets, a few
 hundred wake-ups) one-host passive_wait is noisy; those rows are held to a looser bound
 (median ≤ 2 %, 75th percentile ≤ 4 %; the grid gives 1.6 %) that still catches a
 regression. CPU busy time: p95 ≤ 5 %.
