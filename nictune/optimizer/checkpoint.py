@@ -20,8 +20,6 @@ from nictune.optimizer.objectives import PREFERENCES
 CHECKPOINT = "checkpoint.json"
 CHECKPOINT_FORMAT = 1
 VERIFY = ("des", "none")
-# the options a resumed run must share with its checkpoint (the others may change)
-SEARCH_SHAPING = ("population", "seed", "engine", "energy", "window")
 
 
 @dataclass(frozen=True)
@@ -39,6 +37,17 @@ class Options:
     window: int = 200_000  # DES steady-state window when `engine` is des
     verify: str = "des"  # after the search: re-simulate the plan with the DES, or none
     prefer: str = "throughput"  # which point of the front becomes the plan
+
+
+def check_same_search(saved: Options, options: Options, where: str) -> None:
+    """Refuse to resume a checkpoint written with `saved` under `options` that shaped the
+    search differently; how long it runs and how the plan is picked and checked may
+    change."""
+    for key in ("population", "seed", "engine", "energy", "window"):
+        old, new = getattr(saved, key), getattr(options, key)
+        if old != new:
+            raise InputError(f"{where}: {key} {new} differs from the checkpoint ({old}); "
+                             "leave it out or start a new run")
 
 
 @dataclass

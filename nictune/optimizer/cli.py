@@ -16,7 +16,7 @@ from types import FrameType
 from nictune.argtypes import count, out_dir
 from nictune.errors import InputError
 from nictune.model import load_config
-from nictune.optimizer.checkpoint import VERIFY, Options, load_checkpoint
+from nictune.optimizer.checkpoint import VERIFY, Options, State, check_same_search, load_checkpoint
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.export import json_document, write_all
@@ -62,22 +62,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _options(args: argparse.Namespace) -> Options:
-    """Options from the command line, or from the checkpoint when resuming: what shaped
-    the search must match it, what comes after (how long, the plan's pick and check) may
-    change."""
+def _options(args: argparse.Namespace) -> tuple[Options, State | None]:
+    """Options from the command line, or from the checkpoint when resuming (with the
+    checkpoint): what shaped the search must match it, what comes after (how long, the
+    plan's pick and check) may change."""
     given = {k: getattr(args, k) for k in ("population", "seed", "engine")
              if getattr(args, k) is not None} | ({"energy": True} if args.energy else {})
     extra = {k: getattr(args, k) for k in ("generations", "checkpoint_every", "verify",
                                            "prefer") if getattr(args, k) is not None}
     if not args.resume:
-        return replace(DEFAULTS, **given, **extra)
-    saved = load_checkpoint(args.resume).options
-    for key, value in given.items():
-        if getattr(saved, key) != value:
-            raise InputError(f"--{key} {value} differs from the checkpoint in {args.resume} "
-                             f"({getattr(saved, key)}); leave it out or start a new run")
-    return replace(saved, **extra)
+        return replace(DEFAULTS, **given, **extra), None
+    state = load_checkpoint(args.resume)
+    options = replace(state.options, **given, **extra)
+    check_same_search(state.options, options, f"--resume {args.resume}")
+    return options, state
 
 
 def default_workers(engine: str, verify: str, hosts: int) -> int:
@@ -133,7 +131,7 @@ class _Progress:
 def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     config = load_config(args.config)
-    options = _options(args)
+    options, saved = _options(args)
     if args.dask and args.workers:
         raise InputError("--workers and --dask exclude each other; pick one")
     workers = args.workers or default_workers(options.engine, options.verify, len(config.hosts))
@@ -145,8 +143,8 @@ def run(args: argparse.Namespace) -> int:
             evaluator = Evaluator(config, Encoding(config), options.engine, options.seed,
                                   options.window, map_fn, progress.des_run)
             search = Search(config, options, evaluator, out, progress.generation)
-            if args.resume:
-                search.resume(load_checkpoint(args.resume))
+            if saved is not None:
+                search.resume(saved)
             with _Interrupts(search):
                 search.run()
             if search.stop_requested:

@@ -25,7 +25,7 @@ from deap import base, creator, tools
 from nictune.errors import InputError
 from nictune.model import Config
 from nictune.optimizer.archive import HostArchive
-from nictune.optimizer.checkpoint import SEARCH_SHAPING, Options, State, save_checkpoint
+from nictune.optimizer.checkpoint import Options, State, check_same_search, save_checkpoint
 from nictune.optimizer.encoding import GENES_PER_NIC
 from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.objectives import (
@@ -240,9 +240,5 @@ class Search:
         if state.config_hash != self.config.digest:
             raise InputError(f"{self.config.source}: the config changed since the checkpoint "
                              "was written (config hash differs); start a new run instead")
-        for key in SEARCH_SHAPING:
-            if getattr(state.options, key) != getattr(self.options, key):
-                raise InputError(f"{key} {getattr(self.options, key)} differs from the "
-                                 f"checkpoint's ({getattr(state.options, key)}); leave it "
-                                 "out or start a new run")
+        check_same_search(state.options, self.options, f"resuming in {self.out}")
         self.state = replace(state, options=self.options)

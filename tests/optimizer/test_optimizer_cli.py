@@ -88,13 +88,13 @@ def test_optimizer_cli_bad_inputs_exit_2(small_config: Path, tmp_path: Path,
                  "none"]) == 0
     capsys.readouterr()
     assert main(["optimize", str(small_config), "--resume", str(out), "--seed", "5"]) == 2
-    assert "--seed 5 differs from the checkpoint" in capsys.readouterr().err
+    assert ": seed 5 differs from the checkpoint (0)" in capsys.readouterr().err
     seeded = tmp_path / "seeded"
     assert main(["optimize", str(small_config), "--out", str(seeded), *FAST, "--seed", "5",
                  "--verify", "none"]) == 0
     capsys.readouterr()
     assert main(["optimize", str(small_config), "--resume", str(seeded), "--seed", "0"]) == 2
-    assert "--seed 0 differs from the checkpoint" in capsys.readouterr().err
+    assert ": seed 0 differs from the checkpoint (5)" in capsys.readouterr().err
     (out / "checkpoint.json").write_text("{not json")
     assert main(["optimize", str(small_config), "--resume", str(out)]) == 2
     assert "damaged checkpoint" in capsys.readouterr().err
