@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import paramiko
+from paramiko.hostkeys import InvalidHostKey
 
 from nictune.deploy.inventory import HostInventory
 from nictune.errors import RunError
@@ -114,6 +115,13 @@ def _socket_in_netns(netns: str, address: str, port: int, timeout: float) -> soc
     return sock
 
 
+def _known_hosts_error(exc: Exception) -> str:
+    """One line for a known_hosts file paramiko cannot load."""
+    if isinstance(exc, InvalidHostKey):
+        return f"malformed key in line {exc.line.strip()[:80]!r}"
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
 class _TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
     """Accept an unknown key and record it in known_hosts (explicitly requested only)."""
 
@@ -147,8 +155,9 @@ class Connection:
         if h.known_hosts.is_file():
             try:
                 client.load_host_keys(known)
-            except (OSError, paramiko.SSHException) as exc:
-                raise HostError(h.name, f"cannot read known_hosts {known}: {exc}") from None
+            except (OSError, paramiko.SSHException, InvalidHostKey) as exc:
+                raise HostError(h.name, f"cannot read known_hosts {known}: "
+                                        f"{_known_hosts_error(exc)}") from None
         client.set_missing_host_key_policy(
             _TrustOnFirstUse(known) if self.trust_on_first_use else paramiko.RejectPolicy())
         sock = None
@@ -211,6 +220,11 @@ class Connection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def connected(self) -> bool:
+        """False before `connect`, after `close`, and once a lost session was aborted."""
+        return self._client is not None
 
     @property
     def client(self) -> paramiko.SSHClient:
@@ -288,10 +302,18 @@ class Connection:
 
     def put(self, local: str, remote: str) -> None:
         """Copy a local file to the host over SFTP (files the login user may write)."""
-        with self.client.open_sftp() as sftp:
-            sftp.put(local, remote)
+        self._sftp("put", local, remote)
 
     def get(self, remote: str, local: str) -> None:
         """Copy a remote file to a local path over SFTP."""
-        with self.client.open_sftp() as sftp:
-            sftp.get(remote, local)
+        self._sftp("get", remote, local)
+
+    def _sftp(self, verb: str, source: str, target: str) -> None:
+        """One SFTP transfer; its failure a HostError naming both paths."""
+        try:
+            with self.client.open_sftp() as sftp:
+                getattr(sftp, verb)(source, target)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            raise HostError(self.host.name, f"sftp {verb} {source} -> {target} failed: "
+                                            f"{reason}") from None

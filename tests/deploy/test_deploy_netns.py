@@ -21,7 +21,7 @@ from nictune.cli import main
 from nictune.deploy.inventory import load_inventory
 from nictune.deploy.lab import Lab, lab_hosts, process_alive
 from nictune.deploy.transaction import Options, apply_host, snapshot_path
-from nictune.deploy.transport import CommandTimeout, Connection
+from nictune.deploy.transport import CommandTimeout, Connection, HostError
 from nictune.model import NicSetting, load_config
 
 pytestmark = pytest.mark.netns
@@ -350,3 +350,6 @@ def test_transport_output_timeout_and_sudo(lab: Lab) -> None:
         if shutil.which("sudo"):
             res = conn.run("id -u; echo $NICTUNE_SSH", sudo=True)
             assert res.stdout.split()[0] == "0" and lab.host("rx1").address in res.stdout
+        # a transfer the host refuses is one HostError naming both ends, not paramiko's
+        with pytest.raises(HostError, match=r"sftp put /etc/hostname -> /nonexistent/x failed"):
+            conn.put("/etc/hostname", "/nonexistent/x")
