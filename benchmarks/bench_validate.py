@@ -79,8 +79,8 @@ def model_errors(val: dict[str, Any], costs: Costs) -> dict[str, float]:
 def flood_loss(lab: Any, seconds: float) -> dict[str, Any]:
     inv = load_inventory(lab.inventory)
     with Connection(inv.hosts["sender"]).connect() as tx_conn, \
-            Connection(inv.hosts["rx1"]).connect() as rx_conn:
-        rx = remote.Receiver.prepare(rx_conn, inv.hosts["rx1"], "veth0")
+            Connection(inv.hosts["rx1"]).connect() as rx_conn, \
+            remote.Receiver.prepare(rx_conn, inv.hosts["rx1"], "veth0") as rx:
         spec = traffic.flood_spec("flood", rx.address, 19998, 64, seconds)
         raw = remote.measure(rx, tx_conn, spec, ["--mode", "busy_poll", "--ring-slots",
                                                  "32768", "--idle-timeout", "2"], "flood")

@@ -190,31 +190,35 @@ def calibrate(inventory: Inventory, sender: str, receiver: str, opts: Options,
             raise RunError(f"{receiver}: nictune already manages this host (a snapshot "
                            "exists); run `nictune rollback` first so calibration can "
                            "restore it afterwards")
-        rx = remote.Receiver.prepare(rx_conn, host, iface)
-        try:
-            for mode in modes:
-                setting = opts.settings[mode]
-                applied = tx.apply_host(rx_conn, host, {nic: setting})
-                if not applied.ok:
-                    raise RunError(f"{receiver}: applying {mode} failed: {applied.error}")
-                for size in sizes:
-                    for rate in rates:
-                        for rep in range(opts.repeats):
-                            progress(f"{mode} {size} B at {rate:g} pps ({rep + 1})")
-                            spec = traffic.TrafficSpec("calibration", rx.address, PORT, size,
-                                                       max(10, round(rate * opts.seconds)),
-                                                       max(1, round(1e6 / rate)))
-                            raw = remote.measure(rx, tx_conn, spec, [
-                                "--profile", capture_profile_path(host, iface)],
-                                f"cal-{mode}-{size}-{rate:g}-{rep}")
-                            point = remote.derive(raw)
-                            point.update(mode=mode, packet_size=size, rate_pps=rate,
-                                         setting=setting.to_json())
-                            points.append(point)
-        finally:
-            restored = tx.restore_host(rx_conn, host)
-            if not restored.ok:
-                raise RunError(f"{receiver}: restore failed: {restored.error}")
+        with remote.Receiver.prepare(rx_conn, host, iface) as rx:
+            try:
+                for mode in modes:
+                    setting = opts.settings[mode]
+                    applied = tx.apply_host(rx_conn, host, {nic: setting})
+                    if not applied.ok:
+                        raise RunError(f"{receiver}: applying {mode} failed: {applied.error}")
+                    for size in sizes:
+                        for rate in rates:
+                            for rep in range(opts.repeats):
+                                progress(f"{mode} {size} B at {rate:g} pps ({rep + 1})")
+                                spec = traffic.TrafficSpec("calibration", rx.address, PORT, size,
+                                                           max(10, round(rate * opts.seconds)),
+                                                           max(1, round(1e6 / rate)))
+                                raw = remote.measure(rx, tx_conn, spec, [
+                                    "--profile", capture_profile_path(host, iface)],
+                                    f"cal-{mode}-{size}-{rate:g}-{rep}")
+                                point = remote.derive(raw)
+                                point.update(mode=mode, packet_size=size, rate_pps=rate,
+                                             setting=setting.to_json())
+                                points.append(point)
+            finally:
+                if not rx_conn.connected:  # the run lost its session: restore over a new one
+                    rx_conn.connect()
+                restored = tx.restore_host(rx_conn, host)
+                if not restored.ok:
+                    raise RunError(f"{receiver}: restore failed: {restored.error} (run "
+                                   f"`nictune rollback --inventory {inventory.path} "
+                                   f"--hosts {receiver}`)")
     coef = fit(points)
     fitted = Costs(irq=coef["irq"], per_packet=coef["per_packet"],
                    per_byte=coef["per_byte"])

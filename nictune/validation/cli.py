@@ -89,11 +89,9 @@ def run_validate(args: argparse.Namespace) -> int:
     else:
         print(report.markdown(doc).split("## Predicted")[0].rstrip())
         print(f"\nreport: {paths['md']}  {paths['html']}  {paths['json']}")
-    failed = {h: s for h, s in result["restored"].items() if s.startswith("FAILED")}
-    if failed:
-        raise RunError("measured, but could not restore "
-                       + "; ".join(f"{h}: {s[8:]}" for h, s in failed.items())
-                       + " (run `nictune rollback`)")
+    left = runner.unrestored(result["restored"], inventory.path)
+    if left:
+        raise RunError(f"measured, but {left}")
     return 0
 
 

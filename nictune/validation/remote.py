@@ -7,7 +7,10 @@ hping3. Nothing here changes NIC settings: that is the deployer's job.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import secrets
 import shlex
 import time
 from dataclasses import dataclass
@@ -20,7 +23,7 @@ from nictune.deploy.transport import Connection
 from nictune.errors import RunError
 from nictune.validation import agent, counters, pfring, traffic
 
-AGENT_DIR = "/tmp/nictune-validate"
+AGENT_DIR_PREFIX = "nictune-validate."  # + 6 random characters, under /tmp
 AGENT_FILES = (Path(agent.__file__), Path(pfring.__file__))
 
 
@@ -37,20 +40,50 @@ class Receiver:
 
     @classmethod
     def prepare(cls, conn: Connection, host: HostInventory, iface: str) -> Receiver:
-        """Ship agent.py + pfring.py and find the interface's IPv4 address."""
-        directory = host.remote_path(AGENT_DIR)
-        conn.run(["mkdir", "-p", directory], check=True)
-        for path in AGENT_FILES:
-            conn.put(str(path), f"{directory}/{path.name}")
-        res = conn.run(["ip", "-4", "-o", "addr", "show", "dev", iface])
-        address = next((w.split("/")[0] for line in res.stdout.splitlines()
-                        for i, w in enumerate(line.split())
-                        if i > 0 and line.split()[i - 1] == "inet"), "")
-        if not res.ok or not address:
-            raise RunError(f"{host.name}: interface {iface} has no IPv4 address to send to "
-                           f"({res.error_line() if not res.ok else 'ip addr shows none'})")
-        hz = conn.run(["getconf", "CLK_TCK"]).stdout.strip()
+        """Ship agent.py + pfring.py into a fresh private directory and find the interface's
+        IPv4 address. Use as a context manager: the directory is deleted at its end."""
+        directory = _private_directory(conn, host)
+        try:
+            for path in AGENT_FILES:
+                conn.put(str(path), f"{directory}/{path.name}")
+            res = conn.run(["ip", "-4", "-o", "addr", "show", "dev", iface])
+            address = next((w.split("/")[0] for line in res.stdout.splitlines()
+                            for i, w in enumerate(line.split())
+                            if i > 0 and line.split()[i - 1] == "inet"), "")
+            if not res.ok or not address:
+                raise RunError(f"{host.name}: interface {iface} has no IPv4 address to send "
+                               f"to ({res.error_line() if not res.ok else 'ip addr shows none'})")
+            hz = conn.run(["getconf", "CLK_TCK"]).stdout.strip()
+        except BaseException:
+            _stop(conn, shlex.join(["rm", "-rf", directory]))
+            raise
         return cls(conn, host, iface, address, int(hz) if is_count(hz) else 100, directory)
+
+    def __enter__(self) -> Receiver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Delete the agent's directory, over a new session if the run lost its own (best
+        effort: the host may be unreachable; the session is then left closed)."""
+        if not self.conn.connected:
+            with contextlib.suppress(RunError):
+                self.conn.connect()
+        _stop(self.conn, shlex.join(["rm", "-rf", self.directory]))
+
+
+def _private_directory(conn: Connection, host: HostInventory) -> str:
+    """A new directory only the login user can write (`mktemp -d`, as that user: the files
+    are copied over SFTP as the login user, and the agent in it runs as root)."""
+    parent = host.remote_path("/tmp")
+    conn.run(["mkdir", "-p", parent], sudo=False, check=True)
+    res = conn.run(["mktemp", "-d", f"{parent}/{AGENT_DIR_PREFIX}XXXXXX"], sudo=False,
+                   check=True)
+    directory = res.stdout.strip()
+    if not re.fullmatch(re.escape(f"{parent}/{AGENT_DIR_PREFIX}") + r"[A-Za-z0-9]{6}",
+                        directory):
+        raise RunError(f"{host.name}: mktemp -d printed {directory[:80]!r}, not a directory "
+                       f"under {parent}")
+    return directory
 
 
 def _wait_for(conn: Connection, path: str, seconds: float, what: str,
@@ -66,28 +99,41 @@ def _wait_for(conn: Connection, path: str, seconds: float, what: str,
         time.sleep(0.05)
 
 
+def _stop(conn: Connection, command: str) -> None:
+    """Run a clean-up command if the session still works; never raise over the real error."""
+    if conn.connected:
+        with contextlib.suppress(RunError):
+            conn.run(command, timeout=10)
+
+
 def measure(rx: Receiver, sender: Connection, spec: traffic.TrafficSpec,
             agent_args: list[str], tag: str) -> dict[str, Any]:
-    """Start the agent, run hping3, wait for the agent's JSON; one run's raw results."""
+    """Start the agent, run hping3, wait for the agent's JSON; one run's raw results.
+
+    If anything fails or is interrupted on the way, the agent and hping3 are stopped
+    before the error goes on (best effort: a lost session cannot stop them)."""
     base = f"{rx.directory}/{tag}"
     ready, out = f"{base}.ready", f"{base}.json"
-    timeout = spec.count * spec.interval_us / 1e6 * 3 + 60 if spec.interval_us else \
-        spec.flood_s * 3 + 60
+    limit = traffic.time_limit(spec)
+    pidfile = f"/tmp/nictune-hping3-{secrets.token_hex(8)}.pid"
     argv = ["python3", f"{rx.directory}/agent.py", "--iface", rx.iface, "--port",
             str(spec.port), "--packet-size", str(spec.packet_size), "--ready-file", ready,
-            "--out", out, "--start-timeout", f"{min(timeout, 120):g}", *agent_args]
+            "--out", out, "--start-timeout", f"{min(limit + 60, 120):g}", *agent_args]
     if spec.count:
         argv += ["--count", str(spec.count)]
     rx.conn.run(f"rm -f {shlex.quote(ready)} {shlex.quote(out)}; nohup {shlex.join(argv)} "
                 f"> {shlex.quote(out + '.log')} 2>&1 < /dev/null &", check=True)
-    _wait_for(rx.conn, ready, 30, "the agent's ready file", also=out)
     try:
-        res = sender.run(traffic.hping3_command(spec), timeout=timeout)
+        _wait_for(rx.conn, ready, 30, "the agent's ready file", also=out)
+        # the ssh command outlives `timeout`'s limit, so hping3 is stopped there first
+        res = sender.run(traffic.hping3_command(spec, pidfile), timeout=limit + 30)
         sent = traffic.parse_hping3(res.stdout, res.stderr, res.rc, spec)
-        _wait_for(rx.conn, out, timeout, "the agent's result")
-    except RunError:
-        # stop this run's agent (its pid is in the ready file) rather than let it wait
-        rx.conn.run(f"kill $(cat {shlex.quote(ready)}) 2>/dev/null; rm -f {shlex.quote(ready)}")
+        _wait_for(rx.conn, out, limit + 60, "the agent's result")
+    except BaseException:
+        _stop(sender, traffic.stop_command(pidfile))
+        # this run's agent: its pid is in the ready file
+        _stop(rx.conn, f"kill $(cat {shlex.quote(ready)}) 2>/dev/null; "
+                       f"rm -f {shlex.quote(ready)}")
         raise
     text = rx.conn.read_file(out, missing_ok=False) or ""
     rx.conn.run(["rm", "-f", ready, out, out + ".log"])
@@ -125,8 +171,8 @@ def derive(raw: dict[str, Any]) -> dict[str, Any]:
     drops = a["ring_drops"] + (c["rx_drop"] or 0) + (c["nic_drops"] or 0)
     target = raw["spec"]["target_rate_pps"]
     limited = []
-    if target and s["rate_pps"] < SENDER_SHORTFALL * target:
-        limited.append("sender")
+    if s.get("stopped") or (target and s["rate_pps"] < SENDER_SHORTFALL * target):
+        limited.append("sender")  # stopped: it could not send its count in the time limit
     if loss > LOSS_LIMIT or a["ring_drops"]:
         limited.append("receiver")
     return {

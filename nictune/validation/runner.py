@@ -15,6 +15,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from nictune.deploy import transaction as tx
@@ -62,7 +63,10 @@ def _entries(plan: Plan, opts: Options) -> list[PlanEntry]:
 
 
 def _put_back(h: _Host) -> tx.HostResult:
-    """Return a receiver to its pre-validation state (see the module docstring)."""
+    """Return a receiver to its pre-validation state (see the module docstring), over a
+    new session if the run lost its own."""
+    if not h.conn.connected:
+        h.conn.connect()
     if not h.had_snapshot:
         return tx.restore_host(h.conn, h.host)
     return tx.apply_knobs(h.conn, h.host, h.before)
@@ -92,8 +96,45 @@ def _receivers(inventory: Inventory, names: list[str],
                 h.conn.close()
 
 
+def unrestored(restored: dict[str, str], inventory: Path | str) -> str:
+    """What to tell the operator about receivers left with an arm's setting ('' if none)."""
+    failed = {h: s.removeprefix("FAILED: ") for h, s in restored.items()
+              if s.startswith("FAILED")}
+    if not failed:
+        return ""
+    return ("could not restore " + "; ".join(f"{h}: {s}" for h, s in failed.items())
+            + f" (run `nictune rollback --inventory {inventory} --hosts {' '.join(failed)}`)")
+
+
 def _notes(result: tx.HostResult) -> list[dict[str, Any]]:
     return [n.to_json() for n in result.notes if n.kind in NOTE_KINDS]
+
+
+def _experiment(e: PlanEntry, port: int, h: _Host, tx_conn: Connection, opts: Options,
+                deploy_notes: dict[str, list[dict[str, Any]]],
+                progress: Callable[[str], None]) -> list[dict[str, Any]]:
+    """One transmission's runs: arms default and optimized, interleaved, `opts.repeats` each."""
+    runs = []
+    iface = h.host.iface(e.nic)
+    with remote.Receiver.prepare(h.conn, h.host, iface) as rx:
+        spec = traffic.spec_for(e, rx.address, port, opts.scale, opts.duration, opts.max_rate)
+        profile = capture_profile_path(h.host, iface)
+        for repeat in range(opts.repeats):
+            for arm in ARMS:
+                setting = e.setting if arm == "optimized" else e.default_setting
+                progress(f"{e.id} {arm} run {repeat + 1}/{opts.repeats}: "
+                         f"{setting.describe()}")
+                applied = tx.apply_host(h.conn, h.host, {e.nic: setting})
+                if not applied.ok:
+                    raise RunError(f"{e.host}: applying the {arm} arm of {e.id} failed: "
+                                   f"{applied.error or applied.status}")
+                deploy_notes.setdefault(f"{e.id}/{arm}", _notes(applied))
+                raw = remote.measure(rx, tx_conn, spec, ["--profile", profile],
+                                     f"{e.id}-{arm}-{repeat}")
+                runs.append({"transmission": e.id, "arm": arm, "repeat": repeat,
+                             "setting": setting.to_json(), "deploy": applied.status,
+                             **remote.derive(raw), "raw": raw})
+    return runs
 
 
 def validate(plan: Plan, inventory: Inventory, sender: str, opts: Options,
@@ -111,30 +152,20 @@ def validate(plan: Plan, inventory: Inventory, sender: str, opts: Options,
     runs: list[dict[str, Any]] = []
     deploy_notes: dict[str, list[dict[str, Any]]] = {}
     restored: dict[str, str] = {}
-    with Connection(inventory.hosts[sender]).connect() as tx_conn, \
-            _receivers(inventory, sorted({e.host for e in entries}), restored) as hosts:
-        for index, e in enumerate(entries):
-            h = hosts[e.host]
-            iface = h.host.iface(e.nic)
-            rx = remote.Receiver.prepare(h.conn, h.host, iface)
-            spec = traffic.spec_for(e, rx.address, BASE_PORT + index, opts.scale,
-                                    opts.duration, opts.max_rate)
-            profile = capture_profile_path(h.host, iface)
-            for repeat in range(opts.repeats):
-                for arm in ARMS:
-                    setting = e.setting if arm == "optimized" else e.default_setting
-                    progress(f"{e.id} {arm} run {repeat + 1}/{opts.repeats}: "
-                             f"{setting.describe()}")
-                    applied = tx.apply_host(h.conn, h.host, {e.nic: setting})
-                    if not applied.ok:
-                        raise RunError(f"{e.host}: applying the {arm} arm of {e.id} failed: "
-                                       f"{applied.error or applied.status}")
-                    deploy_notes.setdefault(f"{e.id}/{arm}", _notes(applied))
-                    raw = remote.measure(rx, tx_conn, spec, ["--profile", profile],
-                                         f"{e.id}-{arm}-{repeat}")
-                    runs.append({"transmission": e.id, "arm": arm, "repeat": repeat,
-                                 "setting": setting.to_json(), "deploy": applied.status,
-                                 **remote.derive(raw), "raw": raw})
+    try:
+        with Connection(inventory.hosts[sender]).connect() as tx_conn, \
+                _receivers(inventory, sorted({e.host for e in entries}), restored) as hosts:
+            for index, e in enumerate(entries):
+                runs += _experiment(e, BASE_PORT + index, hosts[e.host], tx_conn, opts,
+                                    deploy_notes, progress)
+    except RunError as exc:
+        if unrestored(restored, inventory.path):
+            raise RunError(f"{exc}; and {unrestored(restored, inventory.path)}") from None
+        raise
+    except BaseException:  # Ctrl-C: the CLI says "interrupted"; say what is left first
+        if unrestored(restored, inventory.path):
+            progress(unrestored(restored, inventory.path))
+        raise
     return {"plan": str(plan.source), "inventory": str(inventory.path), "sender": sender,
             "repeats": opts.repeats, "scale": opts.scale, "duration": opts.duration,
             "started": started, "wall_s": time.time() - started,

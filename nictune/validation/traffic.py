@@ -6,10 +6,14 @@ the transmission's size (scaled by `--scale`) or from its rate times `--duration
 rate becomes hping3's `-i uN` interval. hping3 prints its summary ("N packets
 transmitted, ...") on stderr. The command is wrapped with `date +%s.%N` before and
 after, so the sender's wall time is measured on the sender itself; in count mode hping3
-waits one second for replies after the last packet (its COUNTREACHED_TIMEOUT), which is
-taken off the sending time. hping3 exits with 1 when no reply came back (the receiver's
-ICMP port-unreachable answers are rate limited): with a parsed summary that is not a
-failure of the run.
+waits one second for replies after the last packet (its COUNTREACHED_TIMEOUT) unless every
+reply came back, and that second is taken off the sending time. hping3 exits with 1 when
+no reply came back (the receiver's ICMP port-unreachable answers are rate limited): with a
+parsed summary that is not a failure of the run.
+
+hping3 runs under `timeout -s INT LIMIT`, its pid in a file, so a sender slower than the
+paced rate is stopped at the time limit (the run is kept, `stopped` and sender-limited)
+and an interrupted validation can stop it (`stop_command`) instead of leaving it sending.
 """
 
 from __future__ import annotations
@@ -56,10 +60,11 @@ class SenderResult:
     transmitted: int
     received: int  # replies hping3 saw (ICMP port unreachable): not the receiver's count
     wall_s: float
-    duration_s: float  # sending time: wall time less hping3's linger
+    duration_s: float  # sending time: wall time less hping3's linger, if it lingered
     rate_pps: float
     bytes_sent: int
     rc: int
+    stopped: bool = False  # a paced run stopped at its time limit before its count
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,16 +101,31 @@ def flood_spec(transmission: str, target: str, port: int, packet_size: int,
     return TrafficSpec(transmission, target, port, packet_size, 0, 0, flood_s=seconds)
 
 
-def hping3_command(spec: TrafficSpec) -> str:
-    """The shell command for the sender (timestamps around hping3, its exit code kept)."""
+def time_limit(spec: TrafficSpec) -> float:
+    """Seconds the sender may take: a flood's length; a paced run 3x its nominal time + 60 s."""
+    if not spec.interval_us:
+        return spec.flood_s
+    return spec.count * spec.interval_us / 1e6 * 3 + 60
+
+
+def hping3_command(spec: TrafficSpec, pidfile: str) -> str:
+    """The shell command for the sender: hping3 under `timeout -s INT` (the pid of `timeout`
+    in `pidfile`, created afresh), timestamps around it, its exit code kept."""
     args = ["hping3", "--udp", "-q", "-p", str(spec.port), "-d", str(spec.payload)]
     if spec.interval_us:
         args += ["-c", str(spec.count), "-i", f"u{spec.interval_us}", spec.target]
-        run = shlex.join(args)
     else:
         args += ["--flood", spec.target]
-        run = f"timeout -s INT {spec.flood_s:g} {shlex.join(args)}"
-    return f"date +%s.%N; {run}; rc=$?; date +%s.%N; exit $rc"
+    pid = shlex.quote(pidfile)
+    run = (f"sh -c 'set -C; echo $$ > \"$0\" && exec \"$@\"' {pid} "
+           f"timeout -s INT {time_limit(spec):g} {shlex.join(args)}")
+    return f"date +%s.%N; {run}; rc=$?; rm -f {pid}; date +%s.%N; exit $rc"
+
+
+def stop_command(pidfile: str) -> str:
+    """Stop the hping3 of `pidfile` (SIGINT through `timeout`, which passes it on)."""
+    pid = shlex.quote(pidfile)
+    return f"[ -s {pid} ] && kill -INT \"$(cat {pid})\" 2>/dev/null; rm -f {pid}"
 
 
 def parse_hping3(stdout: str, stderr: str, rc: int, spec: TrafficSpec) -> SenderResult:
@@ -118,15 +138,17 @@ def parse_hping3(stdout: str, stderr: str, rc: int, spec: TrafficSpec) -> Sender
         reason = lines[0] if lines else f"exit code {rc}"
         raise RunError(f"hping3 to {spec.target} failed: {reason}")
     transmitted, received = int(match.group(1)), int(match.group(2))
-    flood_ok = spec.interval_us == 0 and rc == 124  # timeout ended the flood, as intended
+    timed_out = rc == 124  # `timeout` ended it: a flood as intended, a paced run too slow
     no_replies = rc == 1 and received == 0  # hping3 exits 1 when nothing answered
-    if rc != 0 and not flood_ok and not no_replies:
+    if rc != 0 and not timed_out and not no_replies:
         raise RunError(f"hping3 to {spec.target} exited with {rc} after {transmitted} packets")
     wall = stamps[-1] - stamps[0]
-    duration = wall - LINGER_S if spec.interval_us else wall
+    lingered = spec.interval_us and not timed_out and received < transmitted
+    duration = wall - LINGER_S if lingered else wall
     if duration <= 0:
         duration = wall
     return SenderResult(transmitted=transmitted, received=received, wall_s=wall,
                         duration_s=duration,
                         rate_pps=transmitted / duration if duration > 0 else 0.0,
-                        bytes_sent=transmitted * spec.packet_size, rc=rc)
+                        bytes_sent=transmitted * spec.packet_size, rc=rc,
+                        stopped=bool(spec.interval_us and timed_out))

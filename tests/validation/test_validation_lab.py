@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,8 +21,10 @@ from nictune.deploy.lab import LabUnavailable, check_lab_possible, lab_hosts
 from nictune.deploy.probe import probe_host
 from nictune.deploy.transaction import read_knobs
 from nictune.deploy.transport import Connection
+from nictune.errors import RunError
 from nictune.model import NicSetting, load_config
 from nictune.plan import save_plan
+from nictune.validation import runner
 from nictune.validation.labplan import plan_for
 
 pytestmark = pytest.mark.netns
@@ -113,5 +119,59 @@ def test_a_sender_without_a_route_fails_with_exit_1_and_restores(
     assert "hping3" in capsys.readouterr().err
     assert not [p for p in (lab.dir / ".nictune" / "snapshots").glob("rx2*.json")
                 if "rolled-back" not in p.name]
-    procs = lab.exec("rx2", ["ps", "-eo", "args"]).stdout
-    assert f"{lab.host('rx2').root}/tmp/nictune-validate/agent.py" not in procs  # stopped
+    assert_nothing_left(lab, "rx2")
+
+
+def assert_nothing_left(lab, receiver: str) -> None:
+    """No agent or hping3 still running, the agent's private directory deleted."""
+    procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "/agent.py --iface" not in procs and "hping3 --udp" not in procs
+    assert not list(Path(lab.host(receiver).root, "tmp").glob("nictune-validate.*"))
+
+
+def test_a_lost_receiver_session_is_reconnected_to_restore_the_host(
+        lab, tmp_path: Path) -> None:
+    config = load_config(lab.config)
+    plan = plan_for(config, {"t-rx2": NicSetting("active_wait")})
+    inventory = load_inventory(lab.inventory)
+    sshd = lab.host("rx2").sshd_pid
+
+    def drop_the_session(message: str) -> None:
+        if "optimized" in message:  # the default arm has run: the host is changed
+            subprocess.run(["pkill", "-TERM", "-P", str(sshd)], check=True)
+            time.sleep(0.5)
+
+    with pytest.raises(RunError, match="rx2: connection lost") as err:
+        runner.validate(plan, inventory, "sender", runner.Options(repeats=1, scale=0.01),
+                        progress=drop_the_session)
+    assert "could not restore" not in str(err.value)
+    assert not [p for p in (lab.dir / ".nictune" / "snapshots").glob("rx2*.json")
+                if "rolled-back" not in p.name]  # restored over a new session
+    assert_nothing_left(lab, "rx2")
+
+
+def test_ctrl_c_while_sending_stops_hping3_and_the_agent_and_restores(
+        lab, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    config = load_config(lab.config)
+    save_plan(plan_for(config, {"t-rx1": NicSetting("active_wait")}), tmp_path / "plan.yaml")
+    main_thread = threading.get_ident()
+
+    def interrupt_once_sending() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if "hping3 --udp" in subprocess.run(["ps", "-eo", "args"], capture_output=True,
+                                                text=True).stdout:
+                time.sleep(0.5)
+                signal.pthread_kill(main_thread, signal.SIGINT)
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=interrupt_once_sending, daemon=True).start()
+    code = main(["validate", str(tmp_path / "plan.yaml"), "--inventory", str(lab.inventory),
+                 "--sender", "sender", "--repeats", "1", "--duration", "60",
+                 "--max-rate", "1000", "--out", str(tmp_path / "r")])
+    assert code == 130 and "interrupted" in capsys.readouterr().err
+    assert not [p for p in (lab.dir / ".nictune" / "snapshots").glob("rx1*.json")
+                if "rolled-back" not in p.name]
+    time.sleep(0.5)  # hping3 prints its summary and exits on SIGINT
+    assert_nothing_left(lab, "rx1")

@@ -35,11 +35,12 @@ def test_spec_scales_count_and_paces_rate() -> None:
     assert (spec.count, spec.interval_us, spec.payload) == (100, 278, 1372)
     by_time = traffic.spec_for(entry(), "10.0.0.2", 20001, duration=2.0)
     assert by_time.count == 7200
-    cmd = traffic.hping3_command(spec)
+    cmd = traffic.hping3_command(spec, "/tmp/x.pid")
     assert "hping3 --udp -q -p 20001 -d 1372 -c 100 -i u278 10.0.0.2" in cmd
     assert cmd.startswith("date +%s.%N;") and cmd.endswith("exit $rc")
-    flood = traffic.hping3_command(traffic.flood_spec("t", "10.0.0.2", 9, 64, 2))
-    assert "timeout -s INT 2 hping3" in flood and "--flood" in flood and "-c" not in flood
+    flood = traffic.hping3_command(traffic.flood_spec("t", "10.0.0.2", 9, 64, 2), "/tmp/x.pid")
+    hping3 = flood.split("timeout -s INT 2 hping3", 1)[1]
+    assert "--flood" in hping3 and " -c " not in hping3
 
 
 @pytest.mark.parametrize("kw, msg", [
