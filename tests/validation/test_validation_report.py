@@ -102,3 +102,21 @@ def test_calibrate_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtu
                  "--modes", "turbo"]) == 2
     err = capsys.readouterr().err
     assert "nobody" in err and "turbo" in err
+
+
+@pytest.mark.parametrize("sweep, expected", [
+    (["--sizes", "1400", "1400"], "--sizes: calibration needs >= 2 different packet sizes"),
+    (["--rates", "5000"], "--rates: calibration needs >= 2 rates"),
+    (["--rates", "2", "5"], "--rates"),  # both send the minimum of 10 packets
+    (["--modes", "active_wait", "busy_poll"], "--modes: calibration needs >= 2 of"),
+    (["--modes", "busy_poll"], "--modes"),
+])
+def test_calibrate_refuses_a_sweep_that_cannot_fit_before_any_connection(
+        tmp_path: Path, capsys: pytest.CaptureFixture, sweep: list[str], expected: str) -> None:
+    """The inventory's addresses are not reachable: a sweep let through would fail with
+    exit 1 at the connection instead."""
+    code = main(["calibrate", "--inventory", str(_inventory(tmp_path)), "--sender", "sender",
+                 "--receiver", "rx1", "--out", str(tmp_path / "p.yaml"), *sweep])
+    err = capsys.readouterr().err
+    assert code == 2 and expected in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "p.yaml").exists()
