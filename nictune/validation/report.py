@@ -114,13 +114,26 @@ def build(result: dict[str, Any], plan: Plan | None = None,
                                                  summaries[arm]) for arm in ARMS},
             "repredicted": (repredicted or {}).get(tid),
         })
-    return {"nictune_validation": 1, "plan": result["plan"], "inventory": result["inventory"],
-            "sender": result["sender"], "repeats": result["repeats"],
-            "scale": result["scale"], "duration": result["duration"],
-            "wall_s": result["wall_s"], "restored": result.get("restored", {}),
-            "transmissions": rows,
-            "runs": [{k: v for k, v in r.items() if k != "raw"} for r in result["runs"]],
-            "raw_runs": [r["raw"] for r in result["runs"]]}
+    return _json_safe({
+        "nictune_validation": 1, "plan": result["plan"], "inventory": result["inventory"],
+        "sender": result["sender"], "repeats": result["repeats"],
+        "scale": result["scale"], "duration": result["duration"],
+        "wall_s": result["wall_s"], "restored": result.get("restored", {}),
+        "transmissions": rows,
+        "runs": [{k: v for k, v in r.items() if k != "raw"} for r in result["runs"]],
+        "raw_runs": [r["raw"] for r in result["runs"]]})
+
+
+def _json_safe(x: Any) -> Any:
+    """`x` with every non-finite float as None (an undefined CI, the t of two constant
+    arms): JSON has no NaN or Infinity."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_json_safe(v) for v in x]
+    return x
 
 
 # ----------------------------------------------------------------------------- text
@@ -142,9 +155,11 @@ def _verdict(c: dict[str, Any] | None) -> str:
     if not c:
         return "n/a"
     lo, hi = c["change_ci"]
+    change = "n/a" if c["change"] is None else f"{100 * c['change']:+.1f} %"
+    ci = "n/a" if lo is None else f"{100 * lo:+.1f}, {100 * hi:+.1f}"
+    p = "n/a" if c["p_value"] is None else f"{c['p_value']:.3g}"
     label = c["verdict"] if c["significant"] else "not significant"
-    return (f"{100 * c['change']:+.1f} % [{100 * lo:+.1f}, {100 * hi:+.1f}] "
-            f"(p={c['p_value']:.3g}, {label})")
+    return f"{change} [{ci}] (p={p}, {label})"
 
 
 def table1(report: dict[str, Any]) -> list[list[str]]:
@@ -274,15 +289,15 @@ def plots(report: dict[str, Any]) -> dict[str, str]:
         fig, ax = plt.subplots(figsize=(max(4, 1.6 * len(ts) + 2), 3.2))
         for k, arm in enumerate(ARMS):
             s = [t["summary"][arm][metric] for t in ts]
-            means = [(x["mean"] or 0) / scale if x["n"] else 0 for x in s]
-            errs = [x["half_width"] / scale if x["n"] else 0 for x in s]
+            means = [(x["mean"] or 0) / scale for x in s]
+            errs = [(x["half_width"] or 0) / scale for x in s]
             ax.bar([i + (k - 0.5) * 0.38 for i in xs], means, 0.38, yerr=errs, capsize=3,
                    label=arm)
         if metric == "wakeups":
             irq = [[t["summary"][arm]["nic_interrupts"]["mean"] for t in ts] for arm in ARMS]
             for k, vals in enumerate(irq):
                 pts = [(i + (k - 0.5) * 0.38, v) for i, v in zip(xs, vals, strict=True)
-                       if v is not None and v == v]
+                       if v is not None]
                 if pts:
                     ax.plot(*zip(*pts, strict=True), "kx", label=f"NIC IRQs {ARMS[k]}")
         ax.set_xticks(list(xs), names)

@@ -54,6 +54,22 @@ def test_report_files_tables_and_verdicts(result: dict, tmp_path: Path) -> None:
     assert "src=\"http" not in page  # self-contained
 
 
+def test_one_run_per_arm_has_no_interval_and_strict_json(result: dict, tmp_path: Path) -> None:
+    result["runs"] = [r for r in result["runs"] if r["repeat"] == 0]
+    result["repeats"] = 1
+    doc = report.build(result, load_plan(DATA / "validate-plan.yaml"))
+    paths = report.write(doc, tmp_path / "out")
+
+    def refuse(token: str) -> None:
+        raise ValueError(f"{token} in report.json")
+
+    saved = json.loads(paths["json"].read_text(), parse_constant=refuse)
+    thr = saved["transmissions"][0]["summary"]["default"]["throughput_bps"]
+    assert thr["n"] == 1 and thr["mean"] > 0 and thr["half_width"] is None
+    row = report.table1(doc)[1]
+    assert row[2].endswith(" ± n/a") and "[n/a] (p=n/a, not significant)" in row[4]
+
+
 def test_relative_change_ci_covers_the_true_ratio() -> None:
     """The CI of (optimized - default) / default must count the default mean's own
     uncertainty (delta method): dividing the difference's CI by the measured default mean
