@@ -49,9 +49,30 @@ def test_report_files_tables_and_verdicts(result: dict, tmp_path: Path) -> None:
     assert "model at the measured arrival rate" in md
     assert t2["predicted"]["optimized"]["throughput_bps"] > 0
     assert t2["predicted"]["optimized"]["wakeups_per_packet"] == pytest.approx(1.0, rel=0.05)
+    assert "| plan Mbit/s (whole transmission) | at the run's size |" in md
     page = paths["html"].read_text()
     assert page.count("data:image/png;base64,") == 3 and "<table>" in page
     assert "src=\"http" not in page  # self-contained
+
+
+def test_prediction_error_is_against_the_model_at_the_runs_size(result: dict) -> None:
+    """The lab runs sent a tenth of each transmission (--scale 0.1): t-rx2's default waits
+    out its 500 ms watermark timeout in every run, which the plan spread over ten times as
+    many packets. Against the plan the error read +151 %."""
+    plan = load_plan(DATA / "validate-plan.yaml")
+    again = calibrate.repredict(plan, result, engine="fast")
+    block = report.build(result, plan, again)["transmissions"][1]["predicted"]["default"]
+    measured = block["measured_throughput_bps"]
+    assert block["error_basis"] == "repredicted"
+    assert block["run_throughput_bps"] == again["t-rx2"]["default"]["throughput_bps"]
+    assert block["throughput_error"] == pytest.approx(
+        (block["run_throughput_bps"] - measured) / measured)
+    assert block["plan_throughput_error"] == pytest.approx(
+        (block["throughput_bps"] - measured) / measured)
+    assert block["plan_throughput_error"] > 1.4 and -0.5 < block["throughput_error"] < -0.4
+    alone = report.build(result, plan)["transmissions"][1]["predicted"]["default"]
+    assert alone["error_basis"] == "plan" and alone["run_throughput_bps"] is None
+    assert alone["throughput_error"] == block["plan_throughput_error"]
 
 
 def test_one_run_per_arm_has_no_interval_and_strict_json(result: dict, tmp_path: Path) -> None:
