@@ -124,15 +124,16 @@ def realized(setting: NicSetting, ring: dict[str, Any]) -> NicSetting:
 
 def predict(costs: Costs, point: dict[str, Any], setting: NicSetting,
             engine: str = "des") -> dict[str, float]:
-    """The model's throughput, wake-ups and CPU for a measured run, at the rate the packets
-    really arrived (the sender's pace as seen on the wire) with the realized setting."""
+    """The model's throughput, wake-ups and CPU for a measured run (its packets received),
+    at the rate the packets really arrived (the sender's pace as seen on the wire) with the
+    realized setting; `packets` is the count simulated."""
     rate = point.get("arrival_rate_pps") or point["sender_rate_pps"]
     cfg = _point_config(costs, point["packet_size"], rate, point["packets_received"],
                         setting.ring_slots)
     m = simulate(cfg, {"p": realized(setting, point.get("ring") or {})}, engine=engine,
                  exact=True)[0]
     return {"throughput_bps": m.throughput_bps, "wakeups": m.interrupts,
-            "cpu_s": m.cpu_busy_s}
+            "cpu_s": m.cpu_busy_s, "packets": float(m.packets_offered)}
 
 
 def repredict(plan: Plan, result: dict[str, Any], engine: str = "des",

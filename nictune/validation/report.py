@@ -60,7 +60,7 @@ def _prediction_block(pred: dict[str, Any] | None, again: dict[str, Any] | None,
                       runs: list[dict[str, Any]],
                       measured: dict[str, stats.Summary]) -> dict[str, Any] | None:
     """The plan's numbers for this arm (the whole transmission at the plan's rate) next to
-    the measured means (per packet for counts). The throughput error is against `again`,
+    the measured means (per packet received for counts). The errors are against `again`,
     the model re-run at the runs' own size and measured rate, when there is one: a run of
     `--scale`/`--duration` is a fraction of the transmission, and fixed tails (a watermark
     timeout) weigh differently in it."""
@@ -75,6 +75,7 @@ def _prediction_block(pred: dict[str, Any] | None, again: dict[str, Any] | None,
     thr = pred.get("throughput_bps")
     m_thr = measured["throughput_bps"].mean
     run_thr = again["throughput_bps"] if again else None
+    run_wake = again["wakeups"] / again["packets"] if again else None
     return {
         "throughput_bps": thr, "measured_throughput_bps": m_thr,
         "run_throughput_bps": run_thr,
@@ -82,7 +83,9 @@ def _prediction_block(pred: dict[str, Any] | None, again: dict[str, Any] | None,
         "plan_throughput_error": _rel_error(thr, m_thr),
         "error_basis": "repredicted" if again else "plan",
         "wakeups_per_packet": per_packet["interrupts"], "measured_wakeups_per_packet": m_wake,
-        "wakeups_error": _rel_error(per_packet["interrupts"], m_wake),
+        "run_wakeups_per_packet": run_wake,
+        "wakeups_error": _rel_error(run_wake if again else per_packet["interrupts"], m_wake),
+        "plan_wakeups_error": _rel_error(per_packet["interrupts"], m_wake),
         "cpu_per_packet_s": per_packet["cpu_busy_s"], "measured_cpu_per_packet_s": m_cpu,
         "offered_bps": pred.get("offered_bps"),
     }
@@ -258,25 +261,23 @@ def markdown(report: dict[str, Any]) -> str:
            "tails (a watermark timeout, the last partial batch) weigh differently, so it is "
            "shown, not compared. At the run's size: the model re-run at each run's packet "
            "count and measured arrival rate with the setting as realized (mean over the "
-           "runs); the error, (predicted − measured) / measured, is against it.", "",
+           "runs); the error, (predicted − measured) / measured, is against it. Wake-ups "
+           "are per packet received, as the model re-ran the packets each run received.", "",
            "| transmission | arm | plan Mbit/s (whole transmission) | at the run's size | "
            "measured Mbit/s | error | plan wake-ups/pkt | at the run's size | measured |",
            "|---|---|---|---|---|---|---|---|---|"]
     for t in report["transmissions"]:
         for arm in ARMS:
             p = t["predicted"][arm] or {}
-            rp = (t.get("repredicted") or {}).get(arm) or {}
             m = t["summary"][arm]
-            packets = m["packets_sent"]["mean"]
-            wake = rp.get("wakeups")
             err = p.get("throughput_error")
             md.append(f"| {t['transmission']} | {arm} | {_fmt(p.get('throughput_bps'), 1e6, 3)} | "
                       f"{_fmt(p.get('run_throughput_bps'), 1e6, 3)} | "
                       f"{_fmt(m['throughput_bps']['mean'], 1e6, 3)} | "
                       f"{'n/a' if err is None else f'{100 * err:+.1f} %'} | "
                       f"{_fmt(p.get('wakeups_per_packet'), 1, 4)} | "
-                      f"{_fmt(wake / packets if wake is not None and packets else None, 1, 4)}"
-                      f" | {_fmt(p.get('measured_wakeups_per_packet'), 1, 4)} |")
+                      f"{_fmt(p.get('run_wakeups_per_packet'), 1, 4)} | "
+                      f"{_fmt(p.get('measured_wakeups_per_packet'), 1, 4)} |")
     return "\n".join(md) + "\n"
 
 

@@ -75,6 +75,21 @@ def test_prediction_error_is_against_the_model_at_the_runs_size(result: dict) ->
     assert alone["throughput_error"] == block["plan_throughput_error"]
 
 
+def test_wakeups_per_packet_count_the_packets_the_model_simulated(result: dict) -> None:
+    """A lossy run: the model re-runs the packets received, so its wake-ups are per packet
+    received, like the measured ones (t-rx2 optimized is active_wait: one per packet)."""
+    for r in result["runs"]:
+        r["packets_sent"] *= 2
+    plan = load_plan(DATA / "validate-plan.yaml")
+    doc = report.build(result, plan, calibrate.repredict(plan, result, engine="fast"))
+    block = doc["transmissions"][1]["predicted"]["optimized"]
+    assert block["run_wakeups_per_packet"] == pytest.approx(1.0)
+    assert block["wakeups_error"] == pytest.approx(
+        1.0 / block["measured_wakeups_per_packet"] - 1)
+    row = next(x for x in report.markdown(doc).splitlines() if x.startswith("| t-rx2 | opt"))
+    assert row.split(" | ")[7] == "1.0000"
+
+
 def test_one_run_per_arm_has_no_interval_and_strict_json(result: dict, tmp_path: Path) -> None:
     result["runs"] = [r for r in result["runs"] if r["repeat"] == 0]
     result["repeats"] = 1
