@@ -98,11 +98,15 @@ def calibrate_lab(lab: Any) -> dict[str, Any]:
     return result
 
 
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
 def table(val: dict[str, Any], cal: dict[str, Any], flood: dict[str, Any],
           errors: dict[str, dict[str, float]]) -> str:
     lines = ["| transmission | default → optimized setting | throughput change (95 % CI) | "
-             "verdict | wake-ups default → optimized | plan-predicted vs measured "
-             "throughput (d / o) | limited by |", "|---|---|---|---|---|---|---|"]
+             "verdict | wake-ups default → optimized | model (at the run's size) vs "
+             "measured throughput (d / o) | limited by |", "|---|---|---|---|---|---|---|"]
     for t in val["transmissions"]:
         c = t["comparisons"]["throughput_bps"]
         w = {arm: t["summary"][arm]["wakeups"]["mean"] for arm in ("default", "optimized")}
@@ -112,7 +116,7 @@ def table(val: dict[str, Any], cal: dict[str, Any], flood: dict[str, Any],
         lines.append(
             f"| {t['transmission']} | {s['default']} → {s['optimized']} | "
             f"{_pct(c['change'])} [{_pct(c['change_ci'][0])}, {_pct(c['change_ci'][1])}] | "
-            f"{c['verdict']} (p={c['p_value']:.3g}) | {w['default']:.0f} → "
+            f"{c['verdict']} (p={_number(c['p_value'])}) | {w['default']:.0f} → "
             f"{w['optimized']:.0f} | {_pct(pe[0])} / {_pct(pe[1])} | "
             f"{', '.join(sorted({k for a in t['limited_by'].values() for k in a}))} |")
     f, b, a = cal["fit"], cal["error_before"], cal["error_after"]

@@ -9,6 +9,10 @@ be told apart from the per-run constant), then fits the consumer's CPU time per 
 
 by non-negative least squares (`scipy.optimize.nnls`, columns scaled) over the blocking
 modes (busy_poll spins: its CPU is the whole duration in the model, not a sum of costs).
+The four coefficients are told apart only by a sweep of >= 2 packet sizes (bytes vs
+packets), >= 2 packet counts (packets vs the per-run constant) and >= 2 blocking modes
+(their wake-ups per packet differ: irq vs per_packet); such a sweep is required before
+anything runs, and a measured design that still cannot tell two columns apart is refused.
 The CPU is the agent's own (getrusage: user + system, which includes the softirq work the
 kernel charges to it while it runs) — what the consumer pays, not the whole host.
 
@@ -47,6 +51,10 @@ SWEEP_SETTINGS = {
     "watermark": NicSetting("watermark", watermark=32, watermark_timeout=0.005),
     "busy_poll": NicSetting("busy_poll"),
 }
+BLOCKING = ("active_wait", "passive_wait", "watermark")
+COLUMNS = ("wake-ups", "packets", "bytes", "the per-run constant")
+MAX_CONDITION = 50.0  # of the column-scaled design; a good sweep is ≈ 6
+MIN_R2 = 0.5
 PORT = 19999
 
 
@@ -69,7 +77,30 @@ class Options:
         sizes = list(self.sizes or (200, 1400))
         if any(not 64 <= s <= 9000 for s in sizes):
             raise InputError(f"--sizes: packet sizes must be 64..9000 bytes, got {sizes}")
-        return modes, list(self.rates or (2000.0, 5000.0, 10000.0)), sizes
+        rates = list(self.rates or (2000.0, 5000.0, 10000.0))
+        _check_identifiable(modes, rates, sizes, self.seconds)
+        return modes, rates, sizes
+
+
+def _point_packets(rate: float, seconds: float) -> int:
+    """Packets sent at one sweep point: `seconds` at `rate`, at least 10."""
+    return max(10, round(rate * seconds))
+
+
+def _check_identifiable(modes: list[str], rates: list[float], sizes: list[int],
+                        seconds: float) -> None:
+    """Refuse a sweep whose points cannot tell the fit's four coefficients apart."""
+    if len(set(sizes)) < 2:
+        raise InputError("--sizes: calibration needs >= 2 different packet sizes to tell the "
+                         f"per-byte cost from the per-packet cost, got {sizes}")
+    if len({_point_packets(r, seconds) for r in rates}) < 2:
+        raise InputError("--rates: calibration needs >= 2 rates that send different packet "
+                         "counts (rate × --seconds, at least 10) to tell the per-packet cost "
+                         f"from the per-run constant, got {', '.join(f'{r:g}' for r in rates)}")
+    if len(set(modes) & set(BLOCKING)) < 2:
+        raise InputError(f"--modes: calibration needs >= 2 of {', '.join(BLOCKING)} (their "
+                         "wake-ups per packet differ, which tells irq from per_packet), got "
+                         f"{', '.join(modes)}")
 
 
 def _point_config(costs: Costs, size: int, rate: float, packets: int, ring: int) -> Any:
@@ -93,15 +124,16 @@ def realized(setting: NicSetting, ring: dict[str, Any]) -> NicSetting:
 
 def predict(costs: Costs, point: dict[str, Any], setting: NicSetting,
             engine: str = "des") -> dict[str, float]:
-    """The model's throughput, wake-ups and CPU for a measured run, at the rate the packets
-    really arrived (the sender's pace as seen on the wire) with the realized setting."""
+    """The model's throughput, wake-ups and CPU for a measured run (its packets received),
+    at the rate the packets really arrived (the sender's pace as seen on the wire) with the
+    realized setting; `packets` is the count simulated."""
     rate = point.get("arrival_rate_pps") or point["sender_rate_pps"]
     cfg = _point_config(costs, point["packet_size"], rate, point["packets_received"],
                         setting.ring_slots)
     m = simulate(cfg, {"p": realized(setting, point.get("ring") or {})}, engine=engine,
                  exact=True)[0]
     return {"throughput_bps": m.throughput_bps, "wakeups": m.interrupts,
-            "cpu_s": m.cpu_busy_s}
+            "cpu_s": m.cpu_busy_s, "packets": float(m.packets_offered)}
 
 
 def repredict(plan: Plan, result: dict[str, Any], engine: str = "des",
@@ -138,7 +170,9 @@ def repredict(plan: Plan, result: dict[str, Any], engine: str = "des",
 
 def fit(points: list[dict[str, Any]]) -> dict[str, Any]:
     """NNLS fit of irq, per_packet, per_byte (+ a per-run constant: the agent's own start
-    and stop, not a model cost) on the blocking-mode points."""
+    and stop, not a model cost) on the blocking-mode points. Refuses (RunError) points that
+    cannot tell the coefficients apart and a fit that charges nothing to any cost; zero
+    coefficients and an R² below MIN_R2 are listed in `warnings`."""
     rows = [p for p in points if p["mode"] != "busy_poll" and p["packets_received"]]
     if len(rows) < 4:
         raise RunError(f"calibration needs >= 4 blocking-mode points, got {len(rows)}")
@@ -146,16 +180,53 @@ def fit(points: list[dict[str, Any]]) -> dict[str, Any]:
                   for p in rows], dtype=float)
     b = np.array([p["cpu_s"] for p in rows], dtype=float)
     scale = np.where(a.max(axis=0) > 0, a.max(axis=0), 1.0)
+    condition = _check_design(a / scale)
     x, _ = nnls(a / scale, b)
     coef = x / scale
     pred = a @ coef
     rel = np.abs(pred - b) / np.where(b > 0, b, np.nan)
     ss_res = float(((pred - b) ** 2).sum())
     ss_tot = float(((b - b.mean()) ** 2).sum())
-    return {"irq": float(coef[0]), "per_packet": float(coef[1]), "per_byte": float(coef[2]),
-            "per_run_s": float(coef[3]), "points": len(rows),
-            "cpu_mean_rel_error": float(np.nanmean(rel)),
-            "r2": 1 - ss_res / ss_tot if ss_tot > 0 else float("nan")}
+    out = {"irq": float(coef[0]), "per_packet": float(coef[1]), "per_byte": float(coef[2]),
+           "per_run_s": float(coef[3]), "points": len(rows),
+           "cpu_mean_rel_error": float(np.nanmean(rel)),
+           "r2": 1 - ss_res / ss_tot if ss_tot > 0 else float("nan"),
+           "condition": condition}
+    return {**out, "warnings": _fit_warnings(out)}
+
+
+def _check_design(scaled: np.ndarray) -> float:
+    """The condition number of the column-scaled design; RunError naming the columns the
+    points cannot tell apart (the smallest singular vector's large entries) above
+    MAX_CONDITION."""
+    _, sv, vt = np.linalg.svd(scaled, full_matrices=False)
+    condition = float(sv[0] / sv[-1]) if sv[-1] > 0 else math.inf
+    if condition > MAX_CONDITION:
+        weights = np.abs(vt[-1])
+        mixed = [c for c, w in zip(COLUMNS, weights, strict=True) if w >= 0.3 * weights.max()]
+        what = (f"measure the cost of {mixed[0]}" if len(mixed) == 1 else
+                f"tell the costs of {', '.join(mixed[:-1])} and {mixed[-1]} apart")
+        raise RunError(f"calibration: the measured points cannot {what} (design condition "
+                       f"number {condition:.3g} > {MAX_CONDITION:g}); sweep more different "
+                       "sizes, rates or modes — no profile written")
+    return condition
+
+
+def _fit_warnings(coef: dict[str, Any]) -> list[str]:
+    """Why the fitted costs may not be worth using; RunError when all three are zero (such
+    a profile would simulate no CPU at all)."""
+    zero = [k for k in ("irq", "per_packet", "per_byte") if coef[k] == 0]
+    if len(zero) == 3:
+        raise RunError("calibration: the fit charges nothing to wake-ups, packets or bytes "
+                       f"(R² {coef['r2']:.3g}: the per-run constant or noise is all the CPU); "
+                       "lengthen --seconds or raise --rates — no profile written")
+    out = [f"{k} fitted as 0: the points show no cost for it above their noise, and the "
+           "profile charges nothing for it" for k in zero]
+    if not coef["r2"] >= MIN_R2:
+        out.append(f"R² {coef['r2']:.3g} < {MIN_R2:g}: wake-ups, packets and bytes explain "
+                   "little of the measured CPU (noise or the per-run constant dominate); "
+                   "lengthen --seconds or add --repeats before using this profile")
+    return out
 
 
 def _errors(points: list[dict[str, Any]], key: str) -> dict[str, float | None]:
@@ -177,6 +248,9 @@ def calibrate(inventory: Inventory, sender: str, receiver: str, opts: Options,
         if name not in inventory.hosts:
             raise InventoryError(f"{inventory.path}: unknown host {name!r} "
                                  f"(hosts: {', '.join(inventory.hosts)})")
+    if sender == receiver:
+        raise InputError(f"--sender and --receiver are both {sender!r}: calibration measures "
+                         "traffic that crosses a NIC from another host")
     host = inventory.hosts[receiver]
     nic = opts.nic or next(iter(host.nics), None)
     if nic is None:
@@ -202,7 +276,7 @@ def calibrate(inventory: Inventory, sender: str, receiver: str, opts: Options,
                             for rep in range(opts.repeats):
                                 progress(f"{mode} {size} B at {rate:g} pps ({rep + 1})")
                                 spec = traffic.TrafficSpec("calibration", rx.address, PORT, size,
-                                                           max(10, round(rate * opts.seconds)),
+                                                           _point_packets(rate, opts.seconds),
                                                            max(1, round(1e6 / rate)))
                                 raw = remote.measure(rx, tx_conn, spec, [
                                     "--profile", capture_profile_path(host, iface)],
@@ -251,6 +325,7 @@ def write_profile(result: dict[str, Any], path: Path) -> None:
         "sender": result["sender"], "receiver": result["receiver"], "nic": result["nic"],
         "points": result["fit"]["points"], "r2": _finite(result["fit"]["r2"]),
         "cpu_mean_rel_error": _finite(result["fit"]["cpu_mean_rel_error"]),
+        "condition": result["fit"]["condition"], "warnings": result["fit"]["warnings"],
         "error_before": result["error_before"], "error_after": result["error_after"]}}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("# nictune calibrate: host cost profile (use as hosts.NAME.profile)\n"
@@ -279,4 +354,5 @@ def summary(result: dict[str, Any]) -> str:
              f"{_pct(result['error_after']['wakeups'])}, CPU "
              f"{_pct(result['error_before']['cpu_s'])} -> {_pct(result['error_after']['cpu_s'])}"
              " (default costs -> fitted)"]
+    lines += [f"  warning: {w}" for w in f["warnings"]]
     return "\n".join(lines)

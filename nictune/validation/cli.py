@@ -57,10 +57,12 @@ def register(subparsers: Any) -> None:
     c.add_argument("--seconds", type=_SECONDS, default=1.0,
                    help="sending time per sweep point: packets = rate x seconds (default 1)")
     c.add_argument("--rates", type=_RATE, nargs="+",
-                   help="packet rates to sweep (pps; default 2000 5000 10000)")
+                   help="packet rates to sweep (pps; default 2000 5000 10000; at least two "
+                        "that send different packet counts)")
     c.add_argument("--sizes", type=count(1), nargs="+",
-                   help="packet sizes (IP bytes, 64..9000; default 200 1400)")
-    c.add_argument("--modes", nargs="+", help="modes to sweep (default all four)")
+                   help="packet sizes (IP bytes, 64..9000; default 200 1400; at least two)")
+    c.add_argument("--modes", nargs="+", help="modes to sweep (default all four; at least two "
+                   "of active_wait, passive_wait, watermark)")
     c.add_argument("--repeats", type=count(1), default=1,
                    help="runs per sweep point (default 1)")
     c.add_argument("--json", action="store_true", help="print the fit and errors as JSON")

@@ -30,15 +30,16 @@ class Summary:
 
 
 def summarize(values: Sequence[float], confidence: float = 1 - ALPHA) -> Summary:
-    """Mean and a two-sided t confidence interval (a single value has a zero-width one)."""
-    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    """Mean and a two-sided t confidence interval (NaN where undefined: the sd and the
+    interval of a single value, everything of none)."""
+    xs = _clean(values)
     n = len(xs)
+    nan = float("nan")
     if n == 0:
-        nan = float("nan")
         return Summary(0, nan, nan, nan, nan)
     mean = sum(xs) / n
     if n == 1:
-        return Summary(1, mean, 0.0, mean, mean)
+        return Summary(1, mean, nan, nan, nan)
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
     half = float(_st.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
     return Summary(n, mean, sd, mean - half, mean + half)
@@ -52,7 +53,7 @@ class Comparison:
     default: Summary
     optimized: Summary
     change: float
-    change_ci: tuple[float, float]  # 95 % CI of the relative change (difference / a's mean)
+    change_ci: tuple[float, float]  # 95 % CI of the relative change: delta method, Welch dof
     t: float
     p_value: float
     significant: bool
@@ -70,27 +71,18 @@ def compare(metric: str, default: Sequence[float], optimized: Sequence[float],
     a, b = summarize(default), summarize(optimized)
     nan = float("nan")
     if a.n < 2 or b.n < 2:
-        t, p, dof = nan, nan, nan
+        t, p = nan, nan
     elif a.sd == 0 and b.sd == 0:
-        t, p, dof = (0.0, 1.0, nan) if a.mean == b.mean else (math.copysign(math.inf,
-                                                                            b.mean - a.mean),
-                                                              0.0, nan)
+        t, p = (0.0, 1.0) if a.mean == b.mean else (math.copysign(math.inf, b.mean - a.mean),
+                                                    0.0)
     else:
         with warnings.catch_warnings():  # nearly identical runs: scipy warns, result stands
             warnings.simplefilter("ignore", RuntimeWarning)
             res = _st.ttest_ind(_clean(optimized), _clean(default), equal_var=False)
         t, p = float(res.statistic), float(res.pvalue)
-        va, vb = a.sd ** 2 / a.n, b.sd ** 2 / b.n
-        dof = (va + vb) ** 2 / (va ** 2 / (a.n - 1) + vb ** 2 / (b.n - 1))
     diff = b.mean - a.mean
-    if a.n >= 2 and b.n >= 2 and math.isfinite(dof):
-        half = float(_st.t.ppf(1 - alpha / 2, dof)) * math.sqrt(
-            a.sd ** 2 / a.n + b.sd ** 2 / b.n)
-    else:
-        half = 0.0 if a.n >= 2 and b.n >= 2 else nan
-    base = a.mean if a.mean else nan
-    change = diff / base
-    ci = ((diff - half) / base, (diff + half) / base)
+    change = diff / a.mean if a.mean else nan
+    ci = _relative_ci(a, b, alpha)
     significant = bool(math.isfinite(p) and p < alpha)
     better = diff > 0 if higher_is_better else diff < 0
     if not significant:
@@ -98,6 +90,23 @@ def compare(metric: str, default: Sequence[float], optimized: Sequence[float],
     else:
         verdict = "improvement" if better else "regression"
     return Comparison(metric, a, b, change, ci, t, p, significant, higher_is_better, verdict)
+
+
+def _relative_ci(a: Summary, b: Summary, alpha: float) -> tuple[float, float]:
+    """CI of b.mean / a.mean - 1 by the delta method: variance vb/ma² + mb²·va/ma⁴ (both
+    means uncertain), t quantile at the Welch-Satterthwaite degrees of freedom of those
+    two terms. NaN with fewer than two values per arm or a zero default mean."""
+    if a.n < 2 or b.n < 2 or not a.mean:
+        return math.nan, math.nan
+    r = b.mean / a.mean - 1
+    from_b = b.sd ** 2 / b.n / a.mean ** 2
+    from_a = b.mean ** 2 * a.sd ** 2 / a.n / a.mean ** 4
+    var = from_a + from_b
+    if var == 0:
+        return r, r
+    dof = var ** 2 / (from_a ** 2 / (a.n - 1) + from_b ** 2 / (b.n - 1))
+    half = float(_st.t.ppf(1 - alpha / 2, dof)) * math.sqrt(var)
+    return r - half, r + half
 
 
 def _clean(values: Sequence[float]) -> list[float]:

@@ -7,11 +7,12 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from nictune.cli import main
 from nictune.plan import load_plan
-from nictune.validation import calibrate, report
+from nictune.validation import calibrate, report, stats
 
 DATA = Path(__file__).with_name("data")
 
@@ -48,9 +49,73 @@ def test_report_files_tables_and_verdicts(result: dict, tmp_path: Path) -> None:
     assert "model at the measured arrival rate" in md
     assert t2["predicted"]["optimized"]["throughput_bps"] > 0
     assert t2["predicted"]["optimized"]["wakeups_per_packet"] == pytest.approx(1.0, rel=0.05)
+    assert "| plan Mbit/s (whole transmission) | at the run's size |" in md
     page = paths["html"].read_text()
     assert page.count("data:image/png;base64,") == 3 and "<table>" in page
     assert "src=\"http" not in page  # self-contained
+
+
+def test_prediction_error_is_against_the_model_at_the_runs_size(result: dict) -> None:
+    """The lab runs sent a tenth of each transmission (--scale 0.1): t-rx2's default waits
+    out its 500 ms watermark timeout in every run, which the plan spread over ten times as
+    many packets. Against the plan the error read +151 %."""
+    plan = load_plan(DATA / "validate-plan.yaml")
+    again = calibrate.repredict(plan, result, engine="fast")
+    block = report.build(result, plan, again)["transmissions"][1]["predicted"]["default"]
+    measured = block["measured_throughput_bps"]
+    assert block["error_basis"] == "repredicted"
+    assert block["run_throughput_bps"] == again["t-rx2"]["default"]["throughput_bps"]
+    assert block["throughput_error"] == pytest.approx(
+        (block["run_throughput_bps"] - measured) / measured)
+    assert block["plan_throughput_error"] == pytest.approx(
+        (block["throughput_bps"] - measured) / measured)
+    assert block["plan_throughput_error"] > 1.4 and -0.5 < block["throughput_error"] < -0.4
+    alone = report.build(result, plan)["transmissions"][1]["predicted"]["default"]
+    assert alone["error_basis"] == "plan" and alone["run_throughput_bps"] is None
+    assert alone["throughput_error"] == block["plan_throughput_error"]
+
+
+def test_wakeups_per_packet_count_the_packets_the_model_simulated(result: dict) -> None:
+    """A lossy run: the model re-runs the packets received, so its wake-ups are per packet
+    received, like the measured ones (t-rx2 optimized is active_wait: one per packet)."""
+    for r in result["runs"]:
+        r["packets_sent"] *= 2
+    plan = load_plan(DATA / "validate-plan.yaml")
+    doc = report.build(result, plan, calibrate.repredict(plan, result, engine="fast"))
+    block = doc["transmissions"][1]["predicted"]["optimized"]
+    assert block["run_wakeups_per_packet"] == pytest.approx(1.0)
+    assert block["wakeups_error"] == pytest.approx(
+        1.0 / block["measured_wakeups_per_packet"] - 1)
+    row = next(x for x in report.markdown(doc).splitlines() if x.startswith("| t-rx2 | opt"))
+    assert row.split(" | ")[7] == "1.0000"
+
+
+def test_one_run_per_arm_has_no_interval_and_strict_json(result: dict, tmp_path: Path) -> None:
+    result["runs"] = [r for r in result["runs"] if r["repeat"] == 0]
+    result["repeats"] = 1
+    doc = report.build(result, load_plan(DATA / "validate-plan.yaml"))
+    paths = report.write(doc, tmp_path / "out")
+
+    def refuse(token: str) -> None:
+        raise ValueError(f"{token} in report.json")
+
+    saved = json.loads(paths["json"].read_text(), parse_constant=refuse)
+    thr = saved["transmissions"][0]["summary"]["default"]["throughput_bps"]
+    assert thr["n"] == 1 and thr["mean"] > 0 and thr["half_width"] is None
+    row = report.table1(doc)[1]
+    assert row[2].endswith(" ± n/a") and "[n/a] (p=n/a, not significant)" in row[4]
+
+
+def test_relative_change_ci_covers_the_true_ratio() -> None:
+    """The CI of (optimized - default) / default must count the default mean's own
+    uncertainty (delta method): dividing the difference's CI by the measured default mean
+    as if it were exact covers a doubled mean in only ≈ 88 % of 3-run experiments."""
+    rng = np.random.default_rng(0)
+    hits = 0
+    for _ in range(2000):
+        lo, hi = stats.compare("x", rng.normal(10, 3, 3), rng.normal(20, 3, 3)).change_ci
+        hits += lo <= 1.0 <= hi
+    assert 0.93 <= hits / 2000 <= 0.97
 
 
 def _inventory(tmp_path: Path) -> Path:
@@ -102,3 +167,23 @@ def test_calibrate_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtu
                  "--modes", "turbo"]) == 2
     err = capsys.readouterr().err
     assert "nobody" in err and "turbo" in err
+    assert main(["calibrate", "--inventory", inv, "--sender", "rx1", "--receiver", "rx1"]) == 2
+    assert "--sender and --receiver are both 'rx1'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sweep, expected", [
+    (["--sizes", "1400", "1400"], "--sizes: calibration needs >= 2 different packet sizes"),
+    (["--rates", "5000"], "--rates: calibration needs >= 2 rates"),
+    (["--rates", "2", "5"], "--rates"),  # both send the minimum of 10 packets
+    (["--modes", "active_wait", "busy_poll"], "--modes: calibration needs >= 2 of"),
+    (["--modes", "busy_poll"], "--modes"),
+])
+def test_calibrate_refuses_a_sweep_that_cannot_fit_before_any_connection(
+        tmp_path: Path, capsys: pytest.CaptureFixture, sweep: list[str], expected: str) -> None:
+    """The inventory's addresses are not reachable: a sweep let through would fail with
+    exit 1 at the connection instead."""
+    code = main(["calibrate", "--inventory", str(_inventory(tmp_path)), "--sender", "sender",
+                 "--receiver", "rx1", "--out", str(tmp_path / "p.yaml"), *sweep])
+    err = capsys.readouterr().err
+    assert code == 2 and expected in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "p.yaml").exists()

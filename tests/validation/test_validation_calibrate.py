@@ -1,0 +1,89 @@
+"""The calibration fit on synthetic sweeps with known costs: what it recovers, which sweeps
+it refuses (they cannot tell the coefficients apart), and what it flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from nictune.errors import RunError
+from nictune.validation import calibrate
+
+BLOCKING = ("active_wait", "passive_wait", "watermark")
+TRUTH = {"irq": 5e-6, "per_packet": 2e-6, "per_byte": 0.5e-9}
+
+
+def _sweep(modes: tuple[str, ...] = BLOCKING, sizes: tuple[int, ...] = (200, 1400),
+           rates: tuple[int, ...] = (2000, 5000, 10000), costs: dict[str, float] = TRUTH,
+           per_run: float = 0.02, noise: float = 0.02, seed: int = 0) -> list[dict]:
+    """One-second points with the wake-ups each mode makes (passive_wait: a 1 ms timer;
+    watermark: every 32 packets) and CPU = costs + a per-run constant, times 1 + noise."""
+    rng = np.random.default_rng(seed)
+    points = []
+    for mode in modes:
+        for size in sizes:
+            for n in rates:
+                wakeups = {"active_wait": n, "passive_wait": 1000, "watermark": n / 32,
+                           "busy_poll": 0}[mode]
+                cpu = (costs["irq"] * wakeups + costs["per_packet"] * n
+                       + costs["per_byte"] * n * size + per_run)
+                points.append({"mode": mode, "wakeups": wakeups, "packets_received": n,
+                               "bytes_received": n * size,
+                               "cpu_s": cpu * (1 + noise * rng.standard_normal())})
+    return points
+
+
+@pytest.mark.parametrize("modes", [BLOCKING, ("passive_wait", "watermark"),
+                                   ("active_wait", "watermark")])
+def test_fit_recovers_known_costs(modes: tuple[str, ...]) -> None:
+    f = calibrate.fit(_sweep(modes))
+    for key, value in TRUTH.items():
+        assert f[key] == pytest.approx(value, rel=0.15), key
+    assert f["per_run_s"] == pytest.approx(0.02, rel=0.05)
+    assert f["r2"] > 0.99 and f["condition"] < 10 and f["warnings"] == []
+
+
+@pytest.mark.parametrize("sweep, mixed", [
+    ({"sizes": (1400,)}, "packets and bytes"),  # bytes = 1400 · packets
+    ({"modes": ("active_wait",)}, "wake-ups and packets"),  # one wake-up per packet
+    ({"rates": (5000,)}, "packets and the per-run constant"),  # the same count everywhere
+    ({"modes": ("passive_wait",)}, "wake-ups and the per-run constant"),  # 1000 per second
+    ({"sizes": (1400, 1420)}, "packets and bytes"),  # told apart only by the noise
+])
+def test_fit_refuses_points_that_cannot_tell_costs_apart(sweep: dict, mixed: str) -> None:
+    with pytest.raises(RunError, match=f"cannot tell the costs of {mixed} apart"):
+        calibrate.fit(_sweep(**sweep))
+
+
+def test_busy_poll_only_has_no_points_to_fit() -> None:
+    with pytest.raises(RunError, match="got 0"):
+        calibrate.fit(_sweep(("busy_poll",)))
+
+
+def test_a_fit_that_charges_no_cost_is_refused() -> None:
+    """CPU that falls with load (here: noise around a constant) leaves all to the constant;
+    a profile of zero costs would simulate no CPU."""
+    points = _sweep(costs=dict.fromkeys(TRUTH, 0.0), noise=0.0)
+    for p in points:
+        p["cpu_s"] -= 1e-7 * p["packets_received"]
+    with pytest.raises(RunError, match="charges nothing to wake-ups, packets or bytes"):
+        calibrate.fit(points)
+
+
+def test_zero_costs_and_low_r2_are_flagged_in_the_profile(tmp_path: Path) -> None:
+    """Short runs on a host that copies for free: noise around the per-run constant."""
+    f = calibrate.fit(_sweep(costs={**TRUTH, "per_byte": 0.0}, per_run=0.2, noise=0.1,
+                             seed=5))
+    assert f["per_byte"] == 0 and f["r2"] < calibrate.MIN_R2
+    assert [w.split(":")[0] for w in f["warnings"]] == [
+        "per_byte fitted as 0", f"R² {f['r2']:.3g} < 0.5"]
+    errors = dict.fromkeys(("throughput_bps", "wakeups", "cpu_s"))
+    result = {"sender": "s", "receiver": "r", "nic": "n", "iface": "eth0", "fit": f,
+              "costs": {k: f[k] for k in TRUTH}, "error_before": errors,
+              "error_after": errors, "points": []}
+    calibrate.write_profile(result, tmp_path / "p.yaml")
+    assert yaml.safe_load((tmp_path / "p.yaml").read_text())["fit"]["warnings"] == f["warnings"]
+    assert "  warning: R² " in calibrate.summary(result)
