@@ -122,8 +122,7 @@ def _script(host: HostInventory) -> str:
             f'echo "gro_flush_timeout=$(cat {q(sysfs + "/gro_flush_timeout")} 2>/dev/null)"',
             f'echo "napi_defer_hard_irqs=$(cat {q(sysfs + "/napi_defer_hard_irqs")} '
             '2>/dev/null)"',
-            f'echo "device=$(basename \\"$(readlink -f {q(sysfs + "/device")} 2>/dev/null)\\"'
-            ' 2>/dev/null)"',
+            f'dev=$(readlink -f {q(sysfs + "/device")} 2>/dev/null); echo "device=${{dev##*/}}"',
             f'echo "msi_irqs=$(ls {q(sysfs + "/device/msi_irqs")} 2>/dev/null | tr "\\n" " ")"',
             f"for f in {q(sysfs)}/queues/rx-*/rps_cpus; do [ -r \"$f\" ] && "
             "echo \"rps.$(basename $(dirname $f))=$(cat $f)\"; done 2>/dev/null",

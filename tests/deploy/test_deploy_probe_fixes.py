@@ -1,0 +1,133 @@
+"""The probe script run for real: nictune's generated shell text runs in a local `sh`
+against a fake host built in a temporary directory (its /sys and /proc paths rewritten
+into it, stub `ethtool` and `ip`), then parsed as a deploy would parse it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nictune.deploy import probe as probe_mod
+from nictune.deploy.inventory import HostInventory
+from nictune.deploy.probe import HostProbe, probe_host
+from nictune.deploy.transport import CommandResult, Connection, command_line
+
+SSH = "10.9.9.9 50000 10.0.0.2 22"  # $SSH_CONNECTION: the session's server address
+KERNEL_PATH = re.compile(r"(?<![\w.-])/(sys|proc)(?=/)")
+
+ETHTOOL = """#!/bin/sh
+case "$1" in
+--version) echo "ethtool version 6.1";;
+--json) echo "ethtool: bad command line argument(s)"; exit 1;;
+-i) printf 'driver: virtio_net\\nversion: 1.0.0\\nbus-info: 0000:00:03.0\\n';;
+-c) printf 'Coalesce parameters for %s:\\nAdaptive RX: off  TX: off\\nrx-usecs: 0\\n' "$2";;
+*) echo "netlink error: Operation not supported"; exit 1;;
+esac
+"""
+INTERRUPTS = """           CPU0       CPU1
+ 24:          0          0   PCI-MSI 49152-edge      virtio2-config
+ 25:        100          0   PCI-MSI 49153-edge      virtio2-input.0
+ 26:          7          0   PCI-MSI 49154-edge      virtio2-output.0
+"""
+
+
+def run_sandboxed(script: str, sysroot: Path, env: dict[str, str]) -> CommandResult:
+    """Run `script` in `sh` with every /sys and /proc path moved under `sysroot`; refused
+    (never run) when one would still reach this machine's own /sys or /proc."""
+    text = KERNEL_PATH.sub(lambda m: f"{sysroot}/{m.group(1)}", script)
+    rest = text.replace(f"{sysroot}/sys/", "").replace(f"{sysroot}/proc/", "")
+    assert not re.search(r"/(sys|proc)\b", rest), f"escapes the sandbox: {text}"
+    res = subprocess.run(["sh", "-c", text], capture_output=True, text=True, env=env,
+                         timeout=60, check=False)
+    return CommandResult(script, res.returncode, res.stdout.replace(str(sysroot), ""),
+                         res.stderr, 0.0)
+
+
+class FakeHost:
+    """A host in a directory: /sys, /proc, the files nictune writes, stub commands."""
+
+    def __init__(self, base: Path, nics: dict[str, str]):
+        self.sysroot, self.root, self.bin = base / "kernel", base / "root", base / "bin"
+        self.inventory = HostInventory(name="h1", address="10.0.0.2", nics=nics,
+                                       root=str(self.root))
+        self.env = {"PATH": f"{self.bin}:/usr/bin:/bin", "SSH_CONNECTION": SSH}
+        self.bin.mkdir(parents=True)
+        self.write("ethtool", ETHTOOL, self.bin, executable=True)
+        self.addresses(["1: lo    inet 127.0.0.1/8 scope host lo"])
+        self.write("proc/interrupts", INTERRUPTS)
+        for iface in nics.values():
+            self.nic(iface)
+
+    def write(self, path: str, text: str, under: Path | None = None,
+              executable: bool = False) -> Path:
+        target = (under or self.sysroot) / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        if executable:
+            target.chmod(0o755)
+        return target
+
+    def addresses(self, lines: list[str]) -> None:
+        """What `ip -o addr show` prints."""
+        body = "".join(f"echo '{line}'\n" for line in lines)
+        self.write("ip", f"#!/bin/sh\n{body}", self.bin, executable=True)
+
+    def nic(self, iface: str, device: str = "") -> Path:
+        net = self.sysroot / "sys/class/net" / iface
+        for name, value in (("speed", "10000"), ("gro_flush_timeout", "0"),
+                            ("napi_defer_hard_irqs", "0")):
+            self.write(f"sys/class/net/{iface}/{name}", value + "\n")
+        if device:
+            dev = self.sysroot / "sys/devices/pci0000:00/0000:00:03.0" / device
+            dev.mkdir(parents=True)
+            (net / "device").symlink_to(dev)
+        return net
+
+    def run(self, script: str) -> CommandResult:
+        return run_sandboxed(script, self.sysroot, self.env)
+
+    def probe(self) -> HostProbe:
+        return probe_host(LocalConnection(self))
+
+
+class LocalConnection(Connection):
+    """A Connection whose commands run on a FakeHost."""
+
+    def __init__(self, host: FakeHost):
+        super().__init__(host.inventory)
+        self.fake = host
+
+    def run(self, cmd, *, timeout=None, sudo=None, stdin=None,  # type: ignore[no-untyped-def]
+            check=False) -> CommandResult:
+        assert stdin is None and not check
+        return self.fake.run(command_line(cmd))
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> FakeHost:
+    return FakeHost(tmp_path, {"nic-1": "eth1"})
+
+
+def test_the_sandbox_refuses_a_path_it_cannot_move(host: FakeHost) -> None:
+    with pytest.raises(AssertionError, match="escapes"):
+        host.run("cat /proc")
+
+
+def test_device_name_of_a_virtio_nic(host: FakeHost) -> None:
+    """The `device=` line names the bus device the NIC's IRQ lines are called after
+    (it printed `virtio2"`, so a KVM guest's virtio2-input.0 was never found)."""
+    host.nic("eth1", device="virtio2")
+    line = next(x for x in probe_mod._script(host.inventory).splitlines()
+                if "device=" in x)
+    assert host.run(line).stdout == "device=virtio2\n"
+    nic = host.probe().nics["nic-1"]
+    assert nic.driver == "virtio_net"
+    assert nic.irqs == {24: "virtio2-config", 25: "virtio2-input.0",
+                        26: "virtio2-output.0"}
+
+
+def test_no_device_link_finds_no_irqs(host: FakeHost) -> None:
+    assert host.probe().nics["nic-1"].irqs == {}
