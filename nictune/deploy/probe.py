@@ -144,15 +144,23 @@ def _script(host: HostInventory) -> str:
 
 
 def _cat(path: str) -> str:
-    """Print a file, or a marker line when it does not exist."""
+    """Print a file's bytes in hex (POSIX `od`) and then `@@eof`, or `@@missing`.
+
+    Hex, not the text: a file without a final newline would glue the next section
+    marker onto its last line, and no content can pass for a marker."""
     q = shlex.quote(path)
-    return f"if [ -e {q} ]; then cat {q}; else echo '@@missing'; fi"
+    return (f"if [ ! -e {q} ]; then echo '@@missing'; "
+            f"elif od -An -v -tx1 {q}; then echo '@@eof'; fi")
 
 
 def _split(text: str) -> list[tuple[str, str, str]]:
-    """[(section, name, body)] from the script's output."""
+    """[(section, name, body)] from the script's output; a marker inside a line (the
+    line before it was cut short) is a ParseError, never a section silently lost."""
     out: list[tuple[str, str, list[str]]] = []
     for line in text.splitlines():
+        if "@@section " in line[1:]:
+            raise parsers.ParseError(f"probe output: a section marker inside a line: "
+                                     f"{line[:80]!r}")
         if line.startswith("@@section "):
             parts = line.split(" ", 2)
             out.append((parts[1], parts[2] if len(parts) > 2 else "", []))
@@ -172,8 +180,21 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def _file(body: str) -> str | None:
-    return None if body.strip() == "@@missing" else body
+def _file(body: str, what: str) -> str | None:
+    """The text of a file `_cat` printed (None: there is none), exactly its bytes."""
+    if body.strip() == "@@missing":
+        return None
+    digits, eof, rest = body.rpartition("@@eof")
+    if not eof or rest.strip():
+        raise parsers.ParseError(f"{what}: the file could not be read: {body[:80]!r}")
+    try:
+        text = bytes.fromhex("".join(digits.split())).decode()
+    except ValueError:  # (UnicodeDecodeError too)
+        raise parsers.ParseError(f"{what}: not UTF-8 text (or garbled): "
+                                 f"{digits[:80]!r}") from None
+    if "\0" in text:
+        raise parsers.ParseError(f"{what}: holds a NUL byte, which no restore can write")
+    return text
 
 
 def _ssh_iface(ssh: str, addresses: str) -> str:
@@ -219,7 +240,7 @@ def parse_probe(host: HostInventory, text: str) -> HostProbe:
         elif section == "pfring_params":
             probe.pfring_params = _kv(body)
         elif section == "pfring_conf":
-            probe.pfring_conf = _file(body)
+            probe.pfring_conf = _file(body, PFRING_CONF)
         elif section == "addresses":
             addresses = body
         elif section == "interrupts":
@@ -272,7 +293,7 @@ def _nic_section(nic: NicProbe, section: str, body: str) -> None:
         nic.bus_info = info.get("bus-info", "")
         return
     if section == "capture":
-        nic.capture_profile = _file(body)
+        nic.capture_profile = _file(body, f"capture profile of {nic.iface}")
         return
     fmt, _, cmd = section.partition("-")
     if fmt not in ("json", "text") or cmd not in ETHTOOL_COMMANDS:

@@ -4,6 +4,7 @@ into it, stub `ethtool` and `ip`), then parsed as a deploy would parse it."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -11,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from nictune.deploy import probe as probe_mod
+from nictune.deploy.backends import HostContext, pfring
 from nictune.deploy.inventory import HostInventory
-from nictune.deploy.probe import HostProbe, probe_host
+from nictune.deploy.probe import PFRING_CONF, HostProbe, ProbeError, probe_host
+from nictune.deploy.transaction import ensure_snapshot, load_snapshot, read_knobs
 from nictune.deploy.transport import CommandResult, Connection, command_line
 
 SSH = "10.9.9.9 50000 10.0.0.2 22"  # $SSH_CONNECTION: the session's server address
@@ -131,3 +134,81 @@ def test_device_name_of_a_virtio_nic(host: FakeHost) -> None:
 
 def test_no_device_link_finds_no_irqs(host: FakeHost) -> None:
     assert host.probe().nics["nic-1"].irqs == {}
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def put(host: FakeHost, path: str, data: str) -> Path:
+    """Write `data` byte for byte to `path` (on the host, under its root)."""
+    target = Path(host.inventory.remote_path(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data.encode())
+    return target
+
+
+CONTENTS = [
+    "min_num_slots=4096 enable_tx_capture=0",  # no final newline
+    "min_num_slots=4096\n",
+    "",
+    "a\r\nb\n\n",  # CR and a trailing blank line (splitlines would lose both)
+    "x=1\n@@section addresses\n@@eof\n@@missing",  # looks like the probe's own markers
+    "quick_mode=1 # \u00fcber\x0c\u2028",  # non-ASCII and Unicode line breaks
+]
+
+
+@pytest.mark.parametrize("data", CONTENTS)
+def test_pfring_conf_round_trips_byte_exactly(host: FakeHost, tmp_path: Path,
+                                              data: str) -> None:
+    """probe -> snapshot -> restore gives back exactly the file's bytes, and the section
+    after it (the addresses: the management-interface guard) is still read."""
+    host.addresses(["2: eth1    inet 10.0.0.2/24 scope global eth1"])
+    conf = put(host, PFRING_CONF, data)
+    probe = host.probe()
+    assert probe.pfring_conf == data and probe.ssh_iface == "eth1"
+    state = tmp_path / "state"
+    ensure_snapshot(state, host.inventory, read_knobs(probe))
+    saved = load_snapshot(state, host.inventory.name)
+    assert saved is not None and saved["host/pfring/conf"] == data
+    conf.write_text("min_num_slots=8192\n")  # what a deploy wrote
+    ctx = HostContext(host.inventory, host.probe(), saved)
+    for cmd in pfring.commands(ctx, {"host/pfring/conf": saved["host/pfring/conf"]}):
+        assert host.run(cmd).rc == 0
+    assert conf.read_bytes() == data.encode()
+
+
+def test_capture_profiles_without_final_newline(tmp_path: Path) -> None:
+    """A profile without a final newline swallowed the next NIC's section (KeyError
+    later) or, for the last NIC, the end marker (the probe never completed)."""
+    host = FakeHost(tmp_path, {"nic-1": "eth1", "nic-2": "eth2"})
+    profiles = {"eth1": '{"nictune_capture": 1}', "eth2": "{}"}
+    for iface, text in profiles.items():
+        put(host, f"{probe_mod.CAPTURE_DIR}/{iface}.json", text)
+    probe = host.probe()
+    assert {n.iface: n.capture_profile for n in probe.nics.values()} == profiles
+    assert json.loads(json.dumps(read_knobs(probe)))["nic/nic-2/pfring/profile"] == "{}"
+
+
+def test_missing_file_is_none_and_an_unreadable_one_is_a_probe_error(
+        host: FakeHost) -> None:
+    assert host.probe().pfring_conf is None
+    Path(host.inventory.remote_path(PFRING_CONF)).mkdir(parents=True)  # od cannot read it
+    with pytest.raises(ProbeError, match="could not be read"):
+        host.probe()
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("ff fe\n@@eof\n", "not UTF-8"),
+    ("61 00\n@@eof\n", "NUL"),
+    ("61 6\n@@eof\n", "garbled"),
+])
+def test_file_bytes_nictune_cannot_restore_are_refused(body: str, message: str) -> None:
+    with pytest.raises(probe_mod.parsers.ParseError, match=message):
+        probe_mod._file(body, PFRING_CONF)
+
+
+def test_a_section_marker_glued_to_a_line_is_a_parse_error() -> None:
+    """Output cut short before a marker (an ethtool killed mid-line) loses no section
+    silently."""
+    with pytest.raises(probe_mod.parsers.ParseError, match="inside a line"):
+        probe_mod._split("@@section host\nkernel=6.8@@section addresses\n")
