@@ -5,7 +5,7 @@ into a `HostProbe`: per NIC the driver, link speed, coalescing/ring/feature/chan
 parameters (`ethtool --json` where this host's ethtool accepts it for that command, text
 otherwise), NAPI sysfs knobs, RPS masks, the NIC's IRQ lines and their affinity; per host
 whether irqbalance runs, the busy-poll sysctls, PF_RING presence and module parameters,
-and the interface that carries our SSH session.
+the interface that carries our SSH session and the devices stacked under it.
 """
 
 from __future__ import annotations
@@ -67,7 +67,10 @@ class HostProbe:
     cpus: int = 1
     ethtool_version: str = ""
     irqbalance: bool = False
-    ssh_iface: str = ""
+    ssh_iface: str | None = None  # holds the SSH session's server address; None: unknown
+    # ssh_iface and every device under it (a VLAN's parent, bond slaves, bridge ports):
+    # the interfaces the management-interface guard protects; None: unknown
+    mgmt_ifaces: list[str] | None = None
     sysctls: dict[str, int | None] = field(default_factory=dict)
     pfring_loaded: bool = False
     pfring_params: dict[str, str] = field(default_factory=dict)
@@ -105,6 +108,12 @@ def _script(host: HostInventory) -> str:
         _cat(host.remote_path(PFRING_CONF)),
         "echo '@@section addresses'",
         "ip -o addr show 2>/dev/null",
+        "echo '@@section lower'",  # UPPER LOWER: VLAN/macvlan parents, bond slaves, ports
+        'for d in /sys/class/net/*; do n=${d##*/}; '
+        'for l in "$d"/lower_*; do [ -e "$l" ] && echo "$n ${l##*/lower_}"; done; '
+        'for l in "$d"/brif/*; do [ -e "$l" ] && echo "$n ${l##*/}"; done; '
+        'if [ -r "$d/bonding/slaves" ]; then for l in $(cat "$d/bonding/slaves"); do '
+        'echo "$n $l"; done; fi; done 2>/dev/null',
         "echo '@@section interrupts'",
         "cat /proc/interrupts",
         "echo '@@section affinity'",
@@ -197,24 +206,48 @@ def _file(body: str, what: str) -> str | None:
     return text
 
 
-def _ssh_iface(ssh: str, addresses: str) -> str:
-    """The interface holding the server address of $SSH_CONNECTION."""
+def _ssh_ifaces(ssh: str, addresses: str) -> list[str] | None:
+    """The interfaces holding the server address of $SSH_CONNECTION; None when that is
+    unknown (no $SSH_CONNECTION, no `ip` output, or no interface holds the address)."""
     parts = ssh.split()
     if len(parts) < 3:
-        return ""
+        return None
     try:
         server = ipaddress.ip_address(parts[2].split("%")[0])
     except ValueError:
-        return ""
+        return None
+    found = []
     for line in addresses.splitlines():
         tokens = line.split()
         if len(tokens) >= 4 and tokens[2] in ("inet", "inet6"):
             try:
                 if ipaddress.ip_interface(tokens[3]).ip == server:
-                    return tokens[1].split("@")[0]
+                    found.append(tokens[1].split("@")[0])
             except ValueError:
                 continue
-    return ""
+    return found or None
+
+
+def _lower(body: str) -> dict[str, set[str]]:
+    """{upper device: its lower devices} from the `lower` section."""
+    out: dict[str, set[str]] = {}
+    for line in body.splitlines():
+        upper, _, below = line.partition(" ")
+        if below.strip():
+            out.setdefault(upper, set()).add(below.strip())
+    return out
+
+
+def _below(ifaces: list[str], lower: dict[str, set[str]]) -> list[str]:
+    """`ifaces` and every device stacked under them, however deep (VLAN on a bond)."""
+    seen: set[str] = set()
+    todo = list(ifaces)
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(lower.get(name, ()))
+    return sorted(seen)
 
 
 def parse_probe(host: HostInventory, text: str) -> HostProbe:
@@ -223,6 +256,7 @@ def parse_probe(host: HostInventory, text: str) -> HostProbe:
     irq_lines: list[parsers.IrqLine] = []
     affinity: dict[int, str] = {}
     addresses = ""
+    lower: dict[str, set[str]] = {}
     extra: dict[str, dict[str, str]] = {}
     for section, name, body in _split(text):
         nic = probe.nics.get(name)
@@ -243,6 +277,8 @@ def parse_probe(host: HostInventory, text: str) -> HostProbe:
             probe.pfring_conf = _file(body, PFRING_CONF)
         elif section == "addresses":
             addresses = body
+        elif section == "lower":
+            lower = _lower(body)
         elif section == "interrupts":
             irq_lines = parsers.parse_interrupts(body)
         elif section == "affinity":
@@ -271,7 +307,9 @@ def parse_probe(host: HostInventory, text: str) -> HostProbe:
             probe.nics[name] = nic
         elif nic is not None and nic.exists:
             _nic_section(nic, section, body)
-    probe.ssh_iface = _ssh_iface(extra.get("ssh", {}).get("ssh", ""), addresses)
+    holders = _ssh_ifaces(extra.get("ssh", {}).get("ssh", ""), addresses)
+    probe.ssh_iface = holders[0] if holders else None
+    probe.mgmt_ifaces = None if holders is None else _below(holders, lower)
     for name, nic in probe.nics.items():
         msi = [int(x) for x in extra[name]["msi"].split() if parsers.is_count(x)]
         names = {x.irq: x.name for x in irq_lines}

@@ -212,3 +212,66 @@ def test_a_section_marker_glued_to_a_line_is_a_parse_error() -> None:
     silently."""
     with pytest.raises(probe_mod.parsers.ParseError, match="inside a line"):
         probe_mod._split("@@section host\nkernel=6.8@@section addresses\n")
+
+
+# ----------------------------------------------------------------------------- SSH interface
+
+
+def stack(host: FakeHost, upper: str, *lowers: str, how: str = "lower_") -> None:
+    """Make `upper` a device on top of `lowers`: sysfs lower_* links, a bridge's brif/
+    entries, or an old kernel's bonding/slaves file."""
+    net = host.nic(upper)
+    if how == "slaves":
+        host.write(f"sys/class/net/{upper}/bonding/slaves", " ".join(lowers) + "\n")
+        return
+    for name in lowers:
+        link = net / f"{how}{name}"
+        link.parent.mkdir(exist_ok=True)
+        link.symlink_to(host.nic(name))
+
+
+@pytest.mark.parametrize(("layout", "guarded"), [
+    ("vlan", ["eth1", "eth1.100"]),
+    ("vlan-on-bond", ["bond0", "bond0.7", "eth1", "eth2"]),
+    ("bridge", ["br0", "eth1"]),
+    ("old-bond", ["bond0", "eth1", "eth2"]),
+])
+def test_devices_under_the_ssh_interface_are_guarded(tmp_path: Path, layout: str,
+                                                     guarded: list[str]) -> None:
+    """The session's address on a VLAN, bond or bridge: the physical NICs under it are
+    what a ring or channel change would take down, so they are management interfaces."""
+    host = FakeHost(tmp_path, {"nic-1": "eth1", "nic-2": "eth2", "nic-3": "eth3"})
+    holder = {"vlan": "eth1.100@eth1", "vlan-on-bond": "bond0.7@bond0", "bridge": "br0",
+              "old-bond": "bond0"}[layout]
+    host.addresses([f"5: {holder}    inet 10.0.0.2/24 scope global {holder}"])
+    if layout == "vlan":
+        stack(host, "eth1.100", "eth1")
+    elif layout == "vlan-on-bond":
+        stack(host, "bond0.7", "bond0")
+        stack(host, "bond0", "eth1", "eth2")
+    elif layout == "bridge":  # only brif/ (no lower_* links)
+        stack(host, "br0", "eth1", how="brif/")
+    else:
+        stack(host, "bond0", "eth1", "eth2", how="slaves")
+    probe = host.probe()
+    assert probe.ssh_iface == holder.split("@")[0]
+    assert probe.mgmt_ifaces == guarded
+
+
+@pytest.mark.parametrize(("ssh", "ip_lines"), [
+    ("", ["2: eth1    inet 10.0.0.2/24 scope global eth1"]),  # no $SSH_CONNECTION
+    (SSH, []),  # `ip` missing or printing nothing
+    (SSH, ["2: eth1    inet 10.0.0.3/24 scope global eth1"]),  # address on no interface
+])
+def test_an_unknown_ssh_interface_is_none(host: FakeHost, ssh: str,
+                                          ip_lines: list[str]) -> None:
+    host.env["SSH_CONNECTION"] = ssh
+    host.addresses(ip_lines)
+    probe = host.probe()
+    assert probe.ssh_iface is None and probe.mgmt_ifaces is None
+
+
+def test_a_plain_ssh_interface_guards_itself(host: FakeHost) -> None:
+    host.addresses(["2: eth1    inet 10.0.0.2/24 scope global eth1"])
+    probe = host.probe()
+    assert (probe.ssh_iface, probe.mgmt_ifaces) == ("eth1", ["eth1"])
