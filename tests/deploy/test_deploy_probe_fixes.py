@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from nictune.deploy import probe as probe_mod
-from nictune.deploy.backends import HostContext, pfring
+from nictune.deploy.backends import HostContext, irq_affinity, pfring
 from nictune.deploy.inventory import HostInventory
 from nictune.deploy.probe import PFRING_CONF, HostProbe, ProbeError, probe_host
 from nictune.deploy.transaction import ensure_snapshot, load_snapshot, read_knobs
 from nictune.deploy.transport import CommandResult, Connection, command_line
+from nictune.model import NicSetting
 
 SSH = "10.9.9.9 50000 10.0.0.2 22"  # $SSH_CONNECTION: the session's server address
 KERNEL_PATH = re.compile(r"(?<![\w.-])/(sys|proc)(?=/)")
@@ -275,3 +276,50 @@ def test_a_plain_ssh_interface_guards_itself(host: FakeHost) -> None:
     host.addresses(["2: eth1    inet 10.0.0.2/24 scope global eth1"])
     probe = host.probe()
     assert (probe.ssh_iface, probe.mgmt_ifaces) == ("eth1", ["eth1"])
+
+
+# ----------------------------------------------------------------------------- RPS masks
+
+
+def bitmap_parse(text: str, nbits: int) -> int:
+    """The kernel's rule for a mask written to rps_cpus (lib/bitmap.c): 32-bit hex groups
+    separated by commas, more than 8 digits in one group or a CPU beyond the host's is
+    EOVERFLOW."""
+    value = 0
+    for group in text.strip().split(","):
+        if not 1 <= len(group) <= 8:
+            raise OverflowError(f"group {group!r} of {text!r}")
+        value = value << 32 | int(group, 16)
+    if value >> nbits:
+        raise OverflowError(f"{text!r} names a CPU beyond {nbits}")
+    return value
+
+
+@pytest.mark.parametrize("cpus", [1, 33, 64, 200])
+def test_rps_masks_on_wide_hosts(host: FakeHost, cpus: int) -> None:
+    """Steering to the last CPU and restoring the all-CPU mask, written by the generated
+    shell and read back by the probe (`printf '%x'` wrote 9+ digits from CPU 32 on)."""
+    every = (1 << cpus) - 1
+    groups = [f"{every >> s & 0xFFFFFFFF:08x}" for s in range(32 * ((cpus - 1) // 32), -1, -32)]
+    rps = host.write("sys/class/net/eth1/queues/rx-0/rps_cpus", ",".join(groups) + "\n")
+    probe = host.probe()
+    probe.cpus = cpus
+    original = read_knobs(probe)
+    key = "nic/nic-1/rps/rx-0"
+    assert original[key] == every
+    ctx = HostContext(host.inventory, probe, original,
+                      {"nic-1": NicSetting("active_wait", ring_slots=1024, irq_core=cpus - 1)})
+    targets, _ = irq_affinity.plan(ctx)
+    assert targets[key] == 1 << (cpus - 1)
+    for value in (targets[key], every):  # apply, then restore
+        for cmd in irq_affinity.commands(ctx, {key: value}):
+            assert host.run(cmd).rc == 0
+        assert bitmap_parse(rps.read_text(), cpus) == value
+        assert host.probe().nics["nic-1"].rps_cpus["rx-0"] == value
+
+
+def test_rps_mask_groups() -> None:
+    assert irq_affinity.rps_mask(0) == "0"
+    assert irq_affinity.rps_mask(1 << 40) == "100,00000000"
+    with pytest.raises(ValueError, match="CPU mask"):
+        irq_affinity.rps_mask(-1)
