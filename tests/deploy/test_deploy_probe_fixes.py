@@ -7,14 +7,17 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from nictune.deploy import parsers
 from nictune.deploy import probe as probe_mod
-from nictune.deploy.backends import HostContext, irq_affinity, pfring
+from nictune.deploy.backends import HostContext, ethtool_commands, irq_affinity, pfring
+from nictune.deploy.backends import ethtool_coalesce as coalesce
 from nictune.deploy.inventory import HostInventory
-from nictune.deploy.probe import PFRING_CONF, HostProbe, ProbeError, probe_host
+from nictune.deploy.probe import PFRING_CONF, HostProbe, NicProbe, ProbeError, probe_host
 from nictune.deploy.transaction import ensure_snapshot, load_snapshot, read_knobs
 from nictune.deploy.transport import CommandResult, Connection, command_line
 from nictune.model import NicSetting
@@ -204,14 +207,14 @@ def test_missing_file_is_none_and_an_unreadable_one_is_a_probe_error(
     ("61 6\n@@eof\n", "garbled"),
 ])
 def test_file_bytes_nictune_cannot_restore_are_refused(body: str, message: str) -> None:
-    with pytest.raises(probe_mod.parsers.ParseError, match=message):
+    with pytest.raises(parsers.ParseError, match=message):
         probe_mod._file(body, PFRING_CONF)
 
 
 def test_a_section_marker_glued_to_a_line_is_a_parse_error() -> None:
     """Output cut short before a marker (an ethtool killed mid-line) loses no section
     silently."""
-    with pytest.raises(probe_mod.parsers.ParseError, match="inside a line"):
+    with pytest.raises(parsers.ParseError, match="inside a line"):
         probe_mod._split("@@section host\nkernel=6.8@@section addresses\n")
 
 
@@ -323,3 +326,73 @@ def test_rps_mask_groups() -> None:
     assert irq_affinity.rps_mask(1 << 40) == "100,00000000"
     with pytest.raises(ValueError, match="CPU mask"):
         irq_affinity.rps_mask(-1)
+
+
+# ----------------------------------------------------------------------------- coalescing
+
+I40E = """#!{python}
+import json, sys
+path = {state!r}
+now = json.load(open(path))
+new = dict(now)
+args = sys.argv[1:]
+assert args[0] == "-C", args
+for key, value in zip(args[2::2], args[3::2]):
+    new[key] = value == "on" if value in ("on", "off") else int(value)
+# i40e_ethtool.c __i40e_set_coalesce (ice and iavf alike): "RX interrupt moderation
+# cannot be changed if adaptive-rx is enabled"
+if new["adaptive-rx"] and new["rx-usecs"] != now["rx-usecs"]:
+    sys.exit("netlink error: Invalid argument")
+json.dump(new, open(path, "w"))
+"""
+
+
+@pytest.fixture
+def i40e(host: FakeHost, shared: Path) -> tuple[HostContext, Path]:
+    """An i40e NIC at the Intel default (adaptive-rx on) behind a model of its driver."""
+    text = (shared / "data/ethtool-samples/i40e__ethtool-c__1.txt").read_text()
+    values = parsers.parse_coalesce(text)
+    assert values is not None and values["adaptive-rx"] is True
+    state = host.bin.parent / "coalesce.json"
+    state.write_text(json.dumps({k: values[k] for k in coalesce.PARAMS}))
+    host.write("ethtool", I40E.format(python=sys.executable, state=str(state)), host.bin,
+               executable=True)
+    probe = HostProbe("h1", nics={"nic-1": NicProbe("nic-1", "eth1", coalesce=values)})
+    return HostContext(host.inventory, probe, read_knobs(probe)), state
+
+
+def run_all(host: FakeHost, commands: list[str]) -> bool:
+    return all(host.run(cmd).rc == 0 for cmd in commands)
+
+
+@pytest.mark.parametrize("setting", [
+    NicSetting("active_wait", ring_slots=512),
+    NicSetting("passive_wait", ring_slots=512, poll_interval=0.0001),
+    NicSetting("watermark", ring_slots=512, watermark=32, watermark_timeout=0.0002),
+])
+def test_restore_to_adaptive_rx_on_an_i40e(host: FakeHost, i40e: tuple[HostContext, Path],
+                                          setting: NicSetting) -> None:
+    """Deploy, then restore (rollback, failed-deploy restore and the on-host timer's
+    script all use `commands` with the before-values): adaptive-rx on comes back."""
+    ctx, state = i40e
+    original = json.loads(state.read_text())
+    ctx.settings = {"nic-1": setting}
+    targets, _ = coalesce.plan(ctx)
+    after = {k: v for k, v in targets.items() if ctx.original[k] != v}
+    before = {k: ctx.original[k] for k in after}
+    assert run_all(host, coalesce.commands(ctx, after))
+    assert json.loads(state.read_text())["adaptive-rx"] is False
+    assert not run_all(host, ethtool_commands(ctx, before, "-C"))  # one call: EINVAL
+    assert run_all(host, coalesce.commands(ctx, before))
+    assert json.loads(state.read_text()) == original
+
+
+def test_rx_usecs_change_under_a_standing_adaptive_rx(host: FakeHost,
+                                                      i40e: tuple[HostContext, Path]) -> None:
+    """adaptive-rx on and not among the values (on before and after): still two calls."""
+    ctx, state = i40e
+    cmds = coalesce.commands(ctx, {"nic/nic-1/coalesce/rx-usecs": 50})
+    assert len(cmds) == 2 and run_all(host, cmds)
+    assert json.loads(state.read_text())["rx-usecs"] == 50
+    assert json.loads(state.read_text())["adaptive-rx"] is True
+    assert len(coalesce.commands(ctx, {"nic/nic-1/coalesce/adaptive-rx": True})) == 1
