@@ -396,3 +396,47 @@ def test_rx_usecs_change_under_a_standing_adaptive_rx(host: FakeHost,
     assert json.loads(state.read_text())["rx-usecs"] == 50
     assert json.loads(state.read_text())["adaptive-rx"] is True
     assert len(coalesce.commands(ctx, {"nic/nic-1/coalesce/adaptive-rx": True})) == 1
+
+
+# ----------------------------------------------------------------------------- ethtool --json -c
+
+
+@pytest.mark.parametrize(("members", "message"), [
+    ('"rx-usecs": "8; reboot"', "rx-usecs: expected a whole number"),
+    ('"rx-frames": true', "rx-frames: expected a whole number"),
+    ('"rx-usecs": null', "rx-usecs"),
+    ('"rx-usecs": 4294967296', "rx-usecs"),
+    ('"tx-usecs": [1]', "tx-usecs"),
+    ('"adaptive-rx": "on"', "adaptive-rx: expected true or false"),
+    ('"cqe-mode-rx": 1', "cqe-mode-rx: expected true or false"),
+])
+def test_json_coalesce_of_the_wrong_type_is_refused(members: str, message: str) -> None:
+    text = f'[ {{"ifname": "eth0", {members}, "rx-usecs-irq": 0}} ]'
+    with pytest.raises(parsers.ParseError, match=message) as err:
+        parsers.parse_json_coalesce(text)
+    assert "\n" not in str(err.value)
+
+
+def test_json_coalesce_key_layouts() -> None:
+    """ethtool 6.2-6.10 named both switch pairs "rx"/"tx"; 6.11 added DIM profiles."""
+    old = ('[ {"ifname": "eth0", "rx": true, "tx": false, "rx-usecs": 8, "rx-frames": 128, '
+           '"rx": false, "tx": true} ]')
+    assert parsers.parse_json_coalesce(old) == {
+        "adaptive-rx": True, "adaptive-tx": False, "rx-usecs": 8, "rx-frames": 128,
+        "cqe-mode-rx": False, "cqe-mode-tx": True}
+    intel = '[ {"ifname": "eth0", "rx": true, "tx": true, "rx-usecs": 50} ]'
+    assert parsers.parse_json_coalesce(intel)["adaptive-rx"] is True
+    new = ('[ {"ifname": "eth0", "adaptive-rx": true, "rx-usecs": 8, "cqe-mode-rx": true, '
+           '"rx-profile": [ {"usec": 1, "pkts": 256, "comps": 0} ]} ]')
+    assert parsers.parse_json_coalesce(new) == {"adaptive-rx": True, "rx-usecs": 8,
+                                                "cqe-mode-rx": True}
+
+
+def test_a_wrongly_typed_json_coalesce_is_never_taken_for_state(host: FakeHost) -> None:
+    host.write("ethtool", ETHTOOL.replace(
+        '--json) echo "ethtool: bad command line argument(s)"; exit 1;;',
+        '--json) [ "$2" = -c ] && echo \'[{"rx-usecs": "8; reboot"}]\' && exit 0\n'
+        '        echo "ethtool: bad command line argument(s)"; exit 1;;'),
+        host.bin, executable=True)
+    with pytest.raises(ProbeError, match="rx-usecs: expected a whole number"):
+        host.probe()
