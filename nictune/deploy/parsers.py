@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,11 +152,15 @@ def parse_features(text: str) -> dict[str, dict[str, bool | None]] | None:
 # ----------------------------------------------------------------------------- JSON
 
 
-def load_json(text: str) -> Any:
-    """`ethtool --json` output; a truncated document is repaired up to its last complete
+Pairs = Callable[[list[tuple[str, Any]]], Any]
+
+
+def load_json(text: str, pairs: Pairs | None = None) -> Any:
+    """`ethtool --json` output (`pairs` builds each object from its key/value pairs, as
+    json's object_pairs_hook); a truncated document is repaired up to its last complete
     member (pasted outputs are often cut), anything else is a ParseError."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=pairs)
     except ValueError:
         pass
     cuts = [i for i, ch in enumerate(text) if ch in "}]"]
@@ -165,7 +170,7 @@ def load_json(text: str) -> Any:
         if closers is None:
             continue
         try:
-            return json.loads(prefix + closers)
+            return json.loads(prefix + closers, object_pairs_hook=pairs)
         except ValueError:
             continue
     raise ParseError(f"ethtool --json: not JSON: {text[:80]!r}")
@@ -192,8 +197,8 @@ def _closers(prefix: str) -> str | None:
     return None if in_string or not stack else "".join(reversed(stack))
 
 
-def _json_object(text: str, what: str) -> dict[str, Any]:
-    doc = load_json(text)
+def _json_object(text: str, what: str, pairs: Pairs | None = None) -> dict[str, Any]:
+    doc = load_json(text, pairs)
     if isinstance(doc, list) and doc and isinstance(doc[0], dict):
         return doc[0]
     if isinstance(doc, dict):
@@ -230,16 +235,22 @@ _COUNTS = ("rx", "tx", "rx-mini", "rx-jumbo", "combined", "other")
 
 
 def _json_value(option: str, key: str, value: Any) -> Any:
-    """A value of `ethtool --json` output as nictune reads it: numbers are whole and within
-    32 bits (no NaN, floats or negatives), the counts of -g/-l are numbers and the
-    adaptive switches of -c are true/false; anything else is a ParseError."""
-    base = key.removesuffix("-max")
-    number = isinstance(value, int) and not isinstance(value, bool)
-    if (isinstance(value, float) or (number and not 0 <= value < 2**32)
-            or (base in _COUNTS and option in ("-g", "-l") and not number)
-            or (key.startswith("adaptive-") and not isinstance(value, bool))):
+    """A value of `ethtool --json -g/-l` output as nictune reads it: numbers are whole and
+    within 32 bits (no NaN, floats or negatives) and the counts are numbers; anything else
+    is a ParseError."""
+    number = _is_u32(value)
+    if (isinstance(value, float) or (_is_int(value) and not number)
+            or (key.removesuffix("-max") in _COUNTS and not number)):
         raise ParseError(f"ethtool --json {option}: {key}: unexpected value {value!r}")
     return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_u32(value: Any) -> bool:
+    return _is_int(value) and 0 <= value < 2**32
 
 
 def _json_sections(obj: dict[str, Any], option: str) -> dict[str, dict[str, Any]]:
@@ -255,11 +266,44 @@ def _json_sections(obj: dict[str, Any], option: str) -> dict[str, dict[str, Any]
     return out
 
 
+_SWITCHES = ("adaptive-", "cqe-mode-")
+
+
 def parse_json_coalesce(text: str) -> dict[str, int | bool | None]:
-    """`ethtool --json -c` (ethtool >= 6.2): keys as in `parse_coalesce`."""
-    obj = _json_object(text, "-c")
-    keys = {k: k.strip().rstrip(":").strip() for k in obj if k != "ifname"}
-    return {key: _json_value("-c", key, obj[k]) for k, key in keys.items()}
+    """`ethtool --json -c` (ethtool >= 6.2): keys as in `parse_coalesce`. The switches
+    (adaptive-*, cqe-mode-*) must be true/false and every other value a whole number within
+    32 bits, or it is a ParseError (a string would be taken as state and written back by a
+    restore). The DIM profile tables of newer ethtool (`rx-profile`, `tx-profile`: lists)
+    are not knobs nictune sets and are left out."""
+    obj = _json_object(text, "-c", _coalesce_keys)
+    out: dict[str, int | bool | None] = {}
+    for key, value in obj.items():
+        if key == "ifname" or (key.endswith("-profile") and isinstance(value, list)):
+            continue
+        switch = key.startswith(_SWITCHES)
+        if not (isinstance(value, bool) if switch else _is_u32(value)):
+            want = "true or false" if switch else "a whole number"
+            raise ParseError(f"ethtool --json -c: {key}: expected {want}, got "
+                             f"{json.dumps(value)[:60]}")
+        out[key] = value
+    return out
+
+
+def _coalesce_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object of `ethtool --json -c` with its keys as ethtool >= 6.11 names them.
+
+    ethtool 6.2-6.10 printed both switch pairs as "rx"/"tx" (json would keep only the
+    last): the pair before the first number is adaptive-rx/tx, a pair after it
+    cqe-mode-rx/tx. Some builds printed keys with the text's colon ("rx-usecs: ")."""
+    out: dict[str, Any] = {}
+    numbers = False
+    for raw, value in pairs:
+        key = raw.strip().rstrip(":").strip()
+        if key in ("rx", "tx"):
+            key = f"{'cqe-mode' if numbers else 'adaptive'}-{key}"
+        numbers = numbers or _is_int(value)
+        out[key] = value
+    return out
 
 
 # ----------------------------------------------------------------------------- IRQs

@@ -5,7 +5,7 @@ into a `HostProbe`: per NIC the driver, link speed, coalescing/ring/feature/chan
 parameters (`ethtool --json` where this host's ethtool accepts it for that command, text
 otherwise), NAPI sysfs knobs, RPS masks, the NIC's IRQ lines and their affinity; per host
 whether irqbalance runs, the busy-poll sysctls, PF_RING presence and module parameters,
-and the interface that carries our SSH session.
+the interface that carries our SSH session and the devices stacked under it.
 """
 
 from __future__ import annotations
@@ -67,7 +67,10 @@ class HostProbe:
     cpus: int = 1
     ethtool_version: str = ""
     irqbalance: bool = False
-    ssh_iface: str = ""
+    ssh_iface: str | None = None  # holds the SSH session's server address; None: unknown
+    # ssh_iface and every device under it (a VLAN's parent, bond slaves, bridge ports):
+    # the interfaces the management-interface guard protects; None: unknown
+    mgmt_ifaces: list[str] | None = None
     sysctls: dict[str, int | None] = field(default_factory=dict)
     pfring_loaded: bool = False
     pfring_params: dict[str, str] = field(default_factory=dict)
@@ -105,6 +108,12 @@ def _script(host: HostInventory) -> str:
         _cat(host.remote_path(PFRING_CONF)),
         "echo '@@section addresses'",
         "ip -o addr show 2>/dev/null",
+        "echo '@@section lower'",  # UPPER LOWER: VLAN/macvlan parents, bond slaves, ports
+        'for d in /sys/class/net/*; do n=${d##*/}; '
+        'for l in "$d"/lower_*; do [ -e "$l" ] && echo "$n ${l##*/lower_}"; done; '
+        'for l in "$d"/brif/*; do [ -e "$l" ] && echo "$n ${l##*/}"; done; '
+        'if [ -r "$d/bonding/slaves" ]; then for l in $(cat "$d/bonding/slaves"); do '
+        'echo "$n $l"; done; fi; done 2>/dev/null',
         "echo '@@section interrupts'",
         "cat /proc/interrupts",
         "echo '@@section affinity'",
@@ -122,8 +131,7 @@ def _script(host: HostInventory) -> str:
             f'echo "gro_flush_timeout=$(cat {q(sysfs + "/gro_flush_timeout")} 2>/dev/null)"',
             f'echo "napi_defer_hard_irqs=$(cat {q(sysfs + "/napi_defer_hard_irqs")} '
             '2>/dev/null)"',
-            f'echo "device=$(basename \\"$(readlink -f {q(sysfs + "/device")} 2>/dev/null)\\"'
-            ' 2>/dev/null)"',
+            f'dev=$(readlink -f {q(sysfs + "/device")} 2>/dev/null); echo "device=${{dev##*/}}"',
             f'echo "msi_irqs=$(ls {q(sysfs + "/device/msi_irqs")} 2>/dev/null | tr "\\n" " ")"',
             f"for f in {q(sysfs)}/queues/rx-*/rps_cpus; do [ -r \"$f\" ] && "
             "echo \"rps.$(basename $(dirname $f))=$(cat $f)\"; done 2>/dev/null",
@@ -145,15 +153,23 @@ def _script(host: HostInventory) -> str:
 
 
 def _cat(path: str) -> str:
-    """Print a file, or a marker line when it does not exist."""
+    """Print a file's bytes in hex (POSIX `od`) and then `@@eof`, or `@@missing`.
+
+    Hex, not the text: a file without a final newline would glue the next section
+    marker onto its last line, and no content can pass for a marker."""
     q = shlex.quote(path)
-    return f"if [ -e {q} ]; then cat {q}; else echo '@@missing'; fi"
+    return (f"if [ ! -e {q} ]; then echo '@@missing'; "
+            f"elif od -An -v -tx1 {q}; then echo '@@eof'; fi")
 
 
 def _split(text: str) -> list[tuple[str, str, str]]:
-    """[(section, name, body)] from the script's output."""
+    """[(section, name, body)] from the script's output; a marker inside a line (the
+    line before it was cut short) is a ParseError, never a section silently lost."""
     out: list[tuple[str, str, list[str]]] = []
     for line in text.splitlines():
+        if "@@section " in line[1:]:
+            raise parsers.ParseError(f"probe output: a section marker inside a line: "
+                                     f"{line[:80]!r}")
         if line.startswith("@@section "):
             parts = line.split(" ", 2)
             out.append((parts[1], parts[2] if len(parts) > 2 else "", []))
@@ -173,28 +189,65 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def _file(body: str) -> str | None:
-    return None if body.strip() == "@@missing" else body
+def _file(body: str, what: str) -> str | None:
+    """The text of a file `_cat` printed (None: there is none), exactly its bytes."""
+    if body.strip() == "@@missing":
+        return None
+    digits, eof, rest = body.rpartition("@@eof")
+    if not eof or rest.strip():
+        raise parsers.ParseError(f"{what}: the file could not be read: {body[:80]!r}")
+    try:
+        text = bytes.fromhex("".join(digits.split())).decode()
+    except ValueError:  # (UnicodeDecodeError too)
+        raise parsers.ParseError(f"{what}: not UTF-8 text (or garbled): "
+                                 f"{digits[:80]!r}") from None
+    if "\0" in text:
+        raise parsers.ParseError(f"{what}: holds a NUL byte, which no restore can write")
+    return text
 
 
-def _ssh_iface(ssh: str, addresses: str) -> str:
-    """The interface holding the server address of $SSH_CONNECTION."""
+def _ssh_ifaces(ssh: str, addresses: str) -> list[str] | None:
+    """The interfaces holding the server address of $SSH_CONNECTION; None when that is
+    unknown (no $SSH_CONNECTION, no `ip` output, or no interface holds the address)."""
     parts = ssh.split()
     if len(parts) < 3:
-        return ""
+        return None
     try:
         server = ipaddress.ip_address(parts[2].split("%")[0])
     except ValueError:
-        return ""
+        return None
+    found = []
     for line in addresses.splitlines():
         tokens = line.split()
         if len(tokens) >= 4 and tokens[2] in ("inet", "inet6"):
             try:
                 if ipaddress.ip_interface(tokens[3]).ip == server:
-                    return tokens[1].split("@")[0]
+                    found.append(tokens[1].split("@")[0])
             except ValueError:
                 continue
-    return ""
+    return found or None
+
+
+def _lower(body: str) -> dict[str, set[str]]:
+    """{upper device: its lower devices} from the `lower` section."""
+    out: dict[str, set[str]] = {}
+    for line in body.splitlines():
+        upper, _, below = line.partition(" ")
+        if below.strip():
+            out.setdefault(upper, set()).add(below.strip())
+    return out
+
+
+def _below(ifaces: list[str], lower: dict[str, set[str]]) -> list[str]:
+    """`ifaces` and every device stacked under them, however deep (VLAN on a bond)."""
+    seen: set[str] = set()
+    todo = list(ifaces)
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(lower.get(name, ()))
+    return sorted(seen)
 
 
 def parse_probe(host: HostInventory, text: str) -> HostProbe:
@@ -203,6 +256,7 @@ def parse_probe(host: HostInventory, text: str) -> HostProbe:
     irq_lines: list[parsers.IrqLine] = []
     affinity: dict[int, str] = {}
     addresses = ""
+    lower: dict[str, set[str]] = {}
     extra: dict[str, dict[str, str]] = {}
     for section, name, body in _split(text):
         nic = probe.nics.get(name)
@@ -220,9 +274,11 @@ def parse_probe(host: HostInventory, text: str) -> HostProbe:
         elif section == "pfring_params":
             probe.pfring_params = _kv(body)
         elif section == "pfring_conf":
-            probe.pfring_conf = _file(body)
+            probe.pfring_conf = _file(body, PFRING_CONF)
         elif section == "addresses":
             addresses = body
+        elif section == "lower":
+            lower = _lower(body)
         elif section == "interrupts":
             irq_lines = parsers.parse_interrupts(body)
         elif section == "affinity":
@@ -251,7 +307,9 @@ def parse_probe(host: HostInventory, text: str) -> HostProbe:
             probe.nics[name] = nic
         elif nic is not None and nic.exists:
             _nic_section(nic, section, body)
-    probe.ssh_iface = _ssh_iface(extra.get("ssh", {}).get("ssh", ""), addresses)
+    holders = _ssh_ifaces(extra.get("ssh", {}).get("ssh", ""), addresses)
+    probe.ssh_iface = holders[0] if holders else None
+    probe.mgmt_ifaces = None if holders is None else _below(holders, lower)
     for name, nic in probe.nics.items():
         msi = [int(x) for x in extra[name]["msi"].split() if parsers.is_count(x)]
         names = {x.irq: x.name for x in irq_lines}
@@ -273,7 +331,7 @@ def _nic_section(nic: NicProbe, section: str, body: str) -> None:
         nic.bus_info = info.get("bus-info", "")
         return
     if section == "capture":
-        nic.capture_profile = _file(body)
+        nic.capture_profile = _file(body, f"capture profile of {nic.iface}")
         return
     fmt, _, cmd = section.partition("-")
     if fmt not in ("json", "text") or cmd not in ETHTOOL_COMMANDS:

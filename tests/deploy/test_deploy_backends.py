@@ -32,7 +32,8 @@ def probe_text(shared: Path, *, ssh_on_nic: bool = False, veth: bool = False) ->
         "@@section host", "kernel=6.8.12", "cpus=12", "ethtool=ethtool version 6.1",
         "irqbalance=yes", f"ssh=192.168.1.9 50000 {ssh_addr} 22", "pfring=no",
         "sysctl.busy_read=0", "sysctl.busy_poll=0",
-        "@@section pfring_params", "@@section pfring_conf", "enable_tx_capture=0",
+        "@@section pfring_params", "@@section pfring_conf",
+        b"enable_tx_capture=0\n".hex(" "), "@@eof",  # the file's bytes, as `od` prints them
         "@@section addresses",
         "1: lo    inet 127.0.0.1/8 scope host lo",
         "2: eno1    inet 192.168.1.5/24 brd 192.168.1.255 scope global eno1",

@@ -90,4 +90,25 @@ def plan(ctx: HostContext) -> tuple[dict[str, Any], list[Note]]:
 
 
 def commands(ctx: HostContext, values: dict[str, Any]) -> list[str]:
-    return ethtool_commands(ctx, values, "-C")
+    """`ethtool -C` per NIC. Where adaptive-rx ends up on and a number changes, two calls:
+    the numbers with adaptive-rx off, then adaptive-rx on — Intel i40e/ice/iavf refuse
+    (EINVAL) any rx-usecs change in a request that leaves adaptive-rx on, and adaptive-rx
+    on with rx-usecs 50 is their default, so a restore in one call failed."""
+    out: list[str] = []
+    for nic in dict.fromkeys(split_key(key)[0] for key in values):
+        mine = {k: v for k, v in values.items() if split_key(k)[0] == nic}
+        adaptive = nic_key(nic, NAME, "adaptive-rx")
+        if _adaptive_after(ctx, nic, mine) and set(mine) - {adaptive}:
+            out += ethtool_commands(ctx, {**mine, adaptive: False}, "-C")
+            mine = {adaptive: True}
+        out += ethtool_commands(ctx, mine, "-C")
+    return out
+
+
+def _adaptive_after(ctx: HostContext, nic: str, values: dict[str, Any]) -> bool:
+    """Whether adaptive-rx is on once `values` are set (the host's value if not among
+    them)."""
+    key = nic_key(nic, NAME, "adaptive-rx")
+    if key in values:
+        return values[key] is True
+    return (ctx.nic(nic).coalesce or {}).get("adaptive-rx") is True

@@ -74,5 +74,16 @@ def commands(ctx: HostContext, values: dict[str, Any]) -> list[str]:
             path = f"/sys/class/net/{ctx.host.iface(nic)}/queues/{param}/rps_cpus"
             if not param.startswith("rx-") or not param[3:].isdigit():
                 raise ValueError(f"bad queue name {param!r}")
-            out.append(f"printf '%x' {int(value)} > {shlex.quote(path)}")
+            out.append(f"echo {rps_mask(int(value))} > {shlex.quote(path)}")
     return out
+
+
+def rps_mask(mask: int) -> str:
+    """`mask` as the kernel's bitmap_parse takes it: comma-separated 32-bit hex groups,
+    most significant first (CPU 40 alone: `100,00000000`); more than 8 hex digits in one
+    group is EOVERFLOW, so a plain `%x` fails from CPU 32 on."""
+    if mask < 0:
+        raise ValueError(f"bad CPU mask {mask}")
+    groups = [f"{mask >> shift & 0xFFFFFFFF:08x}"
+              for shift in range(32 * (max(mask.bit_length() - 1, 0) // 32), -1, -32)]
+    return ",".join([groups[0].lstrip("0") or "0", *groups[1:]])
