@@ -140,14 +140,20 @@ def load_snapshot(state_dir: Path, host: str) -> dict[str, Any] | None:
     return doc.get("knobs", {})
 
 
+def merge_snapshot(saved: dict[str, Any] | None, current: dict[str, Any]) -> dict[str, Any]:
+    """The original knob values: the snapshot's, plus the current value of every knob it
+    lacks (a NIC added since: its current value is still the pre-nictune one)."""
+    return {**current, **(saved or {})}
+
+
 def ensure_snapshot(state_dir: Path, host: HostInventory, current: dict[str, Any]) -> \
         dict[str, Any]:
-    """The original knob values; the first deploy saves them, later ones only add knobs
-    the snapshot lacks (their current value is still the pre-nictune one)."""
+    """The original knob values (`merge_snapshot`); the first deploy saves them, later
+    ones save the knobs the snapshot lacked."""
     knobs = load_snapshot(state_dir, host.name)
     if knobs is not None and all(k in knobs for k in current):
         return knobs
-    merged = {**current, **(knobs or {})}
+    merged = merge_snapshot(knobs, current)
     doc = {"nictune_snapshot": SNAPSHOT_FORMAT, "host": host.name, "address": host.address,
            "taken": _now(), "knobs": merged}
     _atomic_write(snapshot_path(state_dir, host.name), json.dumps(doc, indent=1,
@@ -545,8 +551,8 @@ def apply_host(conn: Connection, host: HostInventory, settings: dict[str, NicSet
         return HostResult(host.name, "failed", False, error=f"no such interface: "
                           f"{', '.join(gone)}", seconds=time.monotonic() - started)
     current = read_knobs(probe)
-    original = (load_snapshot(host.state_dir, host.name) or current) if opts.dry_run else \
-        ensure_snapshot(host.state_dir, host, current)
+    original = merge_snapshot(load_snapshot(host.state_dir, host.name), current) \
+        if opts.dry_run else ensure_snapshot(host.state_dir, host, current)
     ctx = HostContext(host, probe, original, dict(settings))
     changes, notes = plan_changes(ctx, current)
     return _transact(conn, ctx, changes, notes, opts, "apply", started)
