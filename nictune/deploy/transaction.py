@@ -41,7 +41,7 @@ from nictune.deploy.probe import STATE_DIR, HostProbe, ProbeError, probe_host
 from nictune.deploy.transport import CommandResult, Connection, HostError
 from nictune.model import NicSetting
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2  # 2 adds "nics" (NIC id -> iface, bus_info); format 1 still loads
 GUARD_TIMEOUT = 60.0  # s the on-host timer waits before restoring an unfinished deploy
 
 
@@ -128,37 +128,142 @@ def snapshot_path(state_dir: Path, host: str) -> Path:
     return state_dir / "snapshots" / f"{host}.json"
 
 
-def load_snapshot(state_dir: Path, host: str) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class Snapshot:
+    """A host's original knob values, the address they were read at and, per NIC id, the
+    interface (and its bus address) its `nic/ID/...` values were read from. A format-1
+    snapshot has no `nics`: for its NICs the mapping is unknown."""
+
+    path: Path
+    doc: dict[str, Any]
+
+    @property
+    def knobs(self) -> dict[str, Any]:
+        return self.doc.get("knobs", {})
+
+    @property
+    def nics(self) -> dict[str, dict[str, str]]:
+        return self.doc.get("nics", {})
+
+
+def read_snapshot(state_dir: Path, host: str) -> Snapshot | None:
     path = snapshot_path(state_dir, host)
     if not path.exists():
         return None
     try:
         doc = json.loads(path.read_text())
-    except ValueError as exc:
+        nics = doc.get("nics", {})
+        if not isinstance(doc.get("knobs", {}), dict) or not all(
+                isinstance(m, dict) and isinstance(m.get("iface"), str) for m in nics.values()):
+            raise ValueError("knobs or nics malformed")
+    except (ValueError, AttributeError) as exc:
         raise HostError(host, f"snapshot {path} is corrupt ({exc}); refusing to touch the "
                               "host") from None
-    return doc.get("knobs", {})
+    return Snapshot(path, doc)
 
 
-def merge_snapshot(saved: dict[str, Any] | None, current: dict[str, Any]) -> dict[str, Any]:
+def load_snapshot(state_dir: Path, host: str) -> dict[str, Any] | None:
+    """The original knob values (None: nictune never changed the host)."""
+    snap = read_snapshot(state_dir, host)
+    return None if snap is None else snap.knobs
+
+
+def merge_snapshot(saved: Snapshot | None, current: dict[str, Any]) -> dict[str, Any]:
     """The original knob values: the snapshot's, plus the current value of every knob it
     lacks (a NIC added since: its current value is still the pre-nictune one)."""
-    return {**current, **(saved or {})}
+    return {**current, **(saved.knobs if saved else {})}
 
 
-def ensure_snapshot(state_dir: Path, host: HostInventory, current: dict[str, Any]) -> \
-        dict[str, Any]:
-    """The original knob values (`merge_snapshot`); the first deploy saves them, later
-    ones save the knobs the snapshot lacked."""
-    knobs = load_snapshot(state_dir, host.name)
-    if knobs is not None and all(k in knobs for k in current):
+def _nic_ids(knobs: dict[str, Any]) -> set[str]:
+    return {split_key(k)[0] for k in knobs} - {""}
+
+
+def _new_mappings(host: HostInventory, probe: HostProbe,
+                  saved: Snapshot | None) -> dict[str, dict[str, str]]:
+    """NIC id -> {iface, bus_info} for the NICs whose values enter the snapshot now (a NIC
+    a format-1 snapshot already holds stays unknown: its values may be another iface's)."""
+    old = _nic_ids(saved.knobs) | set(saved.nics) if saved else set()
+    return {nic: {"iface": iface, "bus_info": probe.nics[nic].bus_info}
+            for nic, iface in host.nics.items()
+            if nic not in old and nic in probe.nics and probe.nics[nic].exists}
+
+
+def ensure_snapshot(host: HostInventory, probe: HostProbe, saved: Snapshot | None,
+                    current: dict[str, Any]) -> dict[str, Any]:
+    """The original knob values; the first deploy saves them, later ones only add knobs
+    (and NIC mappings) the snapshot lacks (their current value is still the pre-nictune
+    one). `saved` is the snapshot as read (and checked by `snapshot_mismatch`)."""
+    knobs = merge_snapshot(saved, current)
+    added = _new_mappings(host, probe, saved)
+    if saved is not None and knobs == saved.knobs and not added:
         return knobs
-    merged = merge_snapshot(knobs, current)
-    doc = {"nictune_snapshot": SNAPSHOT_FORMAT, "host": host.name, "address": host.address,
-           "taken": _now(), "knobs": merged}
-    _atomic_write(snapshot_path(state_dir, host.name), json.dumps(doc, indent=1,
-                                                                  sort_keys=True) + "\n")
-    return merged
+    doc = saved.doc if saved else {"host": host.name, "address": host.address,
+                                   "taken": _now()}
+    doc = {**doc, "nictune_snapshot": SNAPSHOT_FORMAT, "knobs": knobs,
+           "nics": {**(saved.nics if saved else {}), **added}}
+    _atomic_write(snapshot_path(host.state_dir, host.name),
+                  json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return knobs
+
+
+def snapshot_mismatch(saved: Snapshot | None, host: HostInventory, probe: HostProbe,
+                      rollback: bool) -> tuple[str, list[Note]]:
+    """Why the snapshot's values cannot be trusted for this inventory entry ("" if they
+    can): another address, a NIC id now naming another interface (or the same name on
+    another bus address: renamed interfaces), an interface now under another NIC id, or —
+    for a rollback — a NIC id the inventory dropped. NICs of a format-1 snapshot (no
+    mapping) give a warning note."""
+    if saved is None:
+        return "", []
+    problems: list[str] = []
+    notes: list[Note] = []
+    address = saved.doc.get("address")
+    if address and address != host.address:
+        problems.append(f"it was taken at address {address}, the inventory says "
+                        f"{host.address} (if this is the same machine, set \"address\" to "
+                        f"{host.address!r} in the snapshot)")
+    for nic in sorted(_nic_ids(saved.knobs) | set(saved.nics)):
+        problem = _nic_mismatch(nic, saved.nics.get(nic), host, probe, rollback)
+        if problem:
+            problems.append(problem)
+        elif nic not in saved.nics and nic in host.nics:
+            notes.append(Note(host.name, nic, "snapshot", "warning",
+                              f"the snapshot predates NIC mappings: it cannot tell whether "
+                              f"its {nic} values were read from {host.nics[nic]} (unknown, "
+                              "not checked)"))
+    owner = {m["iface"]: nic for nic, m in saved.nics.items()}
+    for nic, iface in host.nics.items():
+        other = owner.get(iface, nic)
+        if other != nic and nic not in saved.nics:
+            problems.append(f"{nic}: the snapshot holds the original values of {iface} "
+                            f"under the NIC id {other} (call it {other} in the inventory "
+                            "again, or roll back before renaming it)")
+    if not problems:
+        return "", notes
+    return (f"snapshot {saved.path} does not match the inventory, nothing was changed: "
+            + "; ".join(problems)), notes
+
+
+def _nic_mismatch(nic: str, was: dict[str, str] | None, host: HostInventory,
+                  probe: HostProbe, rollback: bool) -> str:
+    if was is None:
+        return ""
+    now = host.nics.get(nic)
+    if now is None:
+        return (f"{nic}: the snapshot holds the original values of {was['iface']}, the "
+                f"inventory has no {nic} (add `{nic}: {was['iface']}` to its nics to roll "
+                "it back)") if rollback else ""
+    if now != was["iface"]:
+        return (f"{nic}: the snapshot holds the original values of {was['iface']}, the "
+                f"inventory now names {now} (to roll {was['iface']} back, name it for {nic} "
+                f"again, roll back, then correct the inventory; if {was['iface']} was only "
+                f"renamed to {now}, set its \"iface\" to {now!r} in the snapshot)")
+    bus = probe.nics[nic].bus_info if nic in probe.nics else ""
+    if was.get("bus_info") and bus and bus != was["bus_info"]:
+        return (f"{nic}: {now} is now the device at {bus}, the snapshot's values are those of "
+                f"the device at {was['bus_info']} (interfaces renamed? name that device's "
+                f"interface for {nic} in the inventory and the snapshot)")
+    return ""
 
 
 def archive_snapshot(state_dir: Path, host: str) -> None:
@@ -540,22 +645,30 @@ def apply_host(conn: Connection, host: HostInventory, settings: dict[str, NicSet
     opts, started = opts or Options(), time.monotonic()
     for nic in settings:
         host.iface(nic)  # unknown NIC ids are refused before anything runs
+    saved = read_snapshot(host.state_dir, host.name)
     probe = probe_host(conn)
+    mismatch, notes = snapshot_mismatch(saved, host, probe, rollback=False)
+    if mismatch:
+        return _refused(host, mismatch, notes, started)
     if not opts.dry_run:
         pending = _check_watchdog(conn, probe.timer)
         if pending:
-            return HostResult(host.name, "refused", False, error=pending,
-                              seconds=time.monotonic() - started)
+            return _refused(host, pending, notes, started)
     gone = [f"{n} ({probe.nics[n].iface})" for n in settings if not probe.nics[n].exists]
     if gone:
-        return HostResult(host.name, "failed", False, error=f"no such interface: "
+        return HostResult(host.name, "failed", False, notes=notes, error=f"no such interface: "
                           f"{', '.join(gone)}", seconds=time.monotonic() - started)
     current = read_knobs(probe)
-    original = merge_snapshot(load_snapshot(host.state_dir, host.name), current) \
-        if opts.dry_run else ensure_snapshot(host.state_dir, host, current)
+    original = merge_snapshot(saved, current) if opts.dry_run else \
+        ensure_snapshot(host, probe, saved, current)
     ctx = HostContext(host, probe, original, dict(settings))
-    changes, notes = plan_changes(ctx, current)
-    return _transact(conn, ctx, changes, notes, opts, "apply", started)
+    changes, found = plan_changes(ctx, current)
+    return _transact(conn, ctx, changes, notes + found, opts, "apply", started)
+
+
+def _refused(host: HostInventory, why: str, notes: list[Note], started: float) -> HostResult:
+    return HostResult(host.name, "refused", False, notes=notes, error=why,
+                      seconds=time.monotonic() - started)
 
 
 def _check_watchdog(conn: Connection, state: str) -> str:
@@ -575,19 +688,23 @@ def restore_host(conn: Connection, host: HostInventory, opts: Options | None = N
         HostResult:
     """Return `host` to its original snapshot (rollback) and archive the snapshot."""
     opts, started = opts or Options(), time.monotonic()
-    original = load_snapshot(host.state_dir, host.name)
-    if original is None:
+    saved = read_snapshot(host.state_dir, host.name)
+    if saved is None:
         return HostResult(host.name, "no-snapshot", True,
                           error="no snapshot: nictune never changed this host",
                           seconds=time.monotonic() - started)
     probe = probe_host(conn)
+    mismatch, notes = snapshot_mismatch(saved, host, probe, rollback=True)
+    if mismatch:
+        return _refused(host, mismatch, notes, started)
     if not opts.dry_run and probe.timer != "none":
         _check_watchdog(conn, probe.timer)
         if probe.timer == "armed":
             Watchdog(conn).disarm()  # a rollback supersedes an unconfirmed deploy
-    current = read_knobs(probe)
+    current, original = read_knobs(probe), saved.knobs
     ctx = HostContext(host, probe, original, {})
-    changes, notes = plan_changes(ctx, current, targets=original)
+    changes, found = plan_changes(ctx, current, targets=original)
+    notes += found
     missing = sorted(set(original) - set(current))
     if missing:
         notes.append(Note(host.name, "", "rollback", "warning",

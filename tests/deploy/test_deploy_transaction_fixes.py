@@ -28,6 +28,8 @@ from nictune.deploy.transaction import (
     Options,
     Watchdog,
     apply_host,
+    read_knobs,
+    restore_host,
     snapshot_path,
 )
 from nictune.deploy.transport import CommandResult, Connection, HostError, command_line
@@ -131,6 +133,96 @@ def snapshot(host: HostInventory) -> dict[str, Any]:
 def deploy(host: HostInventory, settings: dict[str, NicSetting] | None = None,
            opts: Options | None = None) -> HostResult:
     return apply_host(ShellConn(host), host, settings or {"nic-1": SETTING}, opts)
+
+
+# ----------------------------------------------------------------- the snapshot's NIC mapping
+
+
+def test_deploy_records_each_nics_interface_and_bus(fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    result = deploy(host)
+    assert (result.status, result.ok) == ("applied", True), result.error
+    doc = snapshot(host)
+    assert doc["nictune_snapshot"] == 2 and doc["address"] == "192.0.2.7"
+    assert doc["nics"] == {"nic-1": {"iface": "eth1", "bus_info": "0000:01:00.0"}}
+    wider = fake.inventory({"nic-1": "eth1", "nic-2": "eth2"})
+    assert deploy(wider).ok
+    assert snapshot(host)["nics"]["nic-2"] == {"iface": "eth2", "bus_info": "0000:02:00.0"}
+    assert snapshot(host)["taken"] == doc["taken"]  # the original snapshot, extended
+
+
+def test_rollback_and_deploy_refuse_a_nic_that_now_names_another_interface(
+        fake: FakeHost) -> None:
+    assert deploy(fake.inventory({"nic-1": "eth1"})).ok
+    moved = fake.inventory({"nic-1": "eth2"})  # the operator "corrects" the inventory
+    before = snapshot(moved)
+    for run in (restore_host, lambda c, h: apply_host(c, h, {"nic-1": SETTING})):
+        conn = ShellConn(moved)
+        result = run(conn, moved)
+        assert (result.status, result.ok) == ("refused", False)
+        assert "nic-1" in result.error and "eth1" in result.error and "eth2" in result.error
+        assert conn.commands == []  # nothing ran on the host
+    assert snapshot(moved) == before  # kept (not archived), so it can still be used
+    back = fake.inventory({"nic-1": "eth1"})  # the fix the message suggests
+    result = restore_host(ShellConn(back), back)
+    assert result.status == "rolled-back", result.error
+    assert not (fake.root / "etc/nictune/capture/eth1.json").exists()
+
+
+def test_same_name_on_another_bus_address_is_refused(fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    assert deploy(host).ok
+    fake.devices["eth1"].bus, fake.devices["eth2"].bus = "0000:02:00.0", "0000:01:00.0"
+    result = restore_host(ShellConn(host), host)  # udev swapped the names
+    assert result.status == "refused"
+    assert "0000:02:00.0" in result.error and "0000:01:00.0" in result.error
+
+
+def test_an_interface_under_a_new_nic_id_is_refused(fake: FakeHost) -> None:
+    assert deploy(fake.inventory({"nic-1": "eth1"})).ok
+    renamed = fake.inventory({"uplink": "eth1"})
+    result = apply_host(ShellConn(renamed), renamed, {"uplink": SETTING})
+    assert result.status == "refused" and "under the NIC id nic-1" in result.error
+
+
+def test_another_address_is_refused(fake: FakeHost) -> None:
+    assert deploy(fake.inventory({"nic-1": "eth1"})).ok
+    elsewhere = fake.inventory({"nic-1": "eth1"}, address="192.0.2.99")
+    result = restore_host(ShellConn(elsewhere), elsewhere)
+    assert result.status == "refused"
+    assert "192.0.2.7" in result.error and "192.0.2.99" in result.error
+
+
+def test_rollback_refuses_a_nic_dropped_from_the_inventory(fake: FakeHost) -> None:
+    fake.devices["eth2"].coalesce, fake.devices["eth2"].rx = fake.devices["eth1"].coalesce, 2048
+    assert deploy(fake.inventory({"nic-1": "eth1", "nic-2": "eth2"}),
+                  {"nic-1": SETTING, "nic-2": SETTING}).ok
+    fewer = fake.inventory({"nic-1": "eth1"})
+    result = restore_host(ShellConn(fewer), fewer)
+    assert result.status == "refused" and "add `nic-2: eth2`" in result.error
+    assert deploy(fewer).ok  # a deploy keeps nic-2's originals: nothing to refuse
+
+
+def test_a_snapshot_without_mapping_still_loads_and_says_so(fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    doc = {"nictune_snapshot": 1, "host": "rx1", "address": "192.0.2.7", "taken": "t",
+           "knobs": read_knobs(fake.probe(ShellConn(host)))}
+    snapshot_path(host.state_dir, "rx1").parent.mkdir(parents=True)
+    snapshot_path(host.state_dir, "rx1").write_text(json.dumps(doc))
+    result = restore_host(ShellConn(host), host, Options(dry_run=True))
+    assert result.status == "dry-run"
+    assert any(n.nic == "nic-1" and "unknown" in n.detail for n in result.notes)
+    assert deploy(fake.inventory({"nic-1": "eth1", "nic-2": "eth2"})).ok
+    assert list(snapshot(host)["nics"]) == ["nic-2"]  # nic-1's is never guessed afterwards
+
+
+def test_a_corrupt_mapping_is_refused(fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    assert deploy(host).ok
+    path = snapshot_path(host.state_dir, "rx1")
+    path.write_text(json.dumps({**snapshot(host), "nics": {"nic-1": "eth1"}}))
+    with pytest.raises(HostError, match="corrupt"):
+        restore_host(ShellConn(host), host)
 
 
 # ----------------------------------------------------------------- dry run
