@@ -276,6 +276,23 @@ def archive_snapshot(state_dir: Path, host: str) -> None:
 # ----------------------------------------------------------------------------- on-host timer
 
 
+@dataclass(frozen=True)
+class TimerRestore:
+    """What the on-host timer's restore script did: exit code ('' if it left none: still
+    running, or killed) and the last lines of its output."""
+
+    rc: str
+    log: str
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == "0"
+
+    def describe(self) -> str:
+        code = f"exit code {self.rc}" if self.rc else "no exit code (still running, or killed)"
+        return code + (f": {self.log}" if self.log else "")
+
+
 class Watchdog:
     """The on-host timer that runs the restore script unless disarmed in time.
 
@@ -294,12 +311,22 @@ class Watchdog:
         self.conn = conn
         self.dir = conn.host.remote_path(STATE_DIR)
 
-    def acknowledge(self) -> str:
-        """Mark a fired timer as seen; returns the restore script's exit code ('' if none)."""
+    def collect(self, limit: float = 30.0) -> TimerRestore | None:
+        """After the timer fired: wait (up to `limit` s) for its restore script, mark the
+        firing as seen and return the script's exit code and last lines; None if no fired
+        timer awaited this."""
         d = shlex.quote(self.dir)
-        res = self.conn.run(f"d={d}; if [ -e \"$d/fired\" ]; then mv -f \"$d/fired\" "
-                            "\"$d/seen\"; cat \"$d/restore.rc\" 2>/dev/null; fi")
-        return res.stdout.strip()
+        res = self.conn.run(
+            f"d={d}; [ -e \"$d/fired\" ] || exit 0; i=0; while [ ! -e \"$d/restore.rc\" ] "
+            f"&& [ $i -lt {int(limit * 10)} ]; do sleep 0.1; i=$((i+1)); done; "
+            "mv -f \"$d/fired\" \"$d/seen\"; echo \"@@rc $(cat \"$d/restore.rc\" 2>/dev/null)\"; "
+            "tail -n 3 \"$d/restore.log\" 2>/dev/null", timeout=limit + 10)
+        lines = res.stdout.splitlines()
+        rc = next((x[5:].strip() for x in lines if x.startswith("@@rc ")), None)
+        if rc is None:
+            return None
+        log = " | ".join(x.strip() for x in lines if x.strip() and not x.startswith("@@rc "))
+        return TimerRestore(rc, log[:300])
 
     def arm(self, restore: list[str], seconds: float, token: str,
             then: str = "") -> CommandResult:
@@ -348,12 +375,6 @@ class Watchdog:
                             "{ echo $s; exit 0; }; done; echo none", check=True)
         state = res.stdout.strip()
         return "fired" if state == "seen" else state or "none"
-
-    def wait_restored(self, limit: float = 30.0) -> None:
-        """Wait until a fired timer's restore script has finished (restore.rc written)."""
-        q = shlex.quote(f"{self.dir}/restore.rc")
-        self.conn.run(f"i=0; while [ ! -e {q} ] && [ $i -lt {int(limit * 10)} ]; do "
-                      "sleep 0.1; i=$((i+1)); done", timeout=limit + 10)
 
     def restore_now(self) -> bool:
         """Run the restore script over SSH (the failure path); True when every command
@@ -517,7 +538,7 @@ def _run_changes(conn: Connection, ctx: HostContext, changes: list[Change], opts
     if state == "fired":
         # The timer's restore may have raced with the apply: let it finish, then restore
         # once more ourselves (idempotent) and verify.
-        wd.wait_restored()
+        _timer_restore(conn)
         _restore_after_failure(conn, wd, changes, result, "the on-host timer fired before it "
                                "was disarmed (the host was slower than --guard-timeout)",
                                audit, None)
@@ -619,7 +640,7 @@ def _settle(conn: Connection, result: HostResult, error: str) -> None:
                                f"{error} (reconnected and restored)", audit,
                                GUARD_TIMEOUT)
     elif state == "fired":
-        wd.wait_restored()
+        _timer_restore(conn)
         _restore_after_failure(conn, wd, result.changes, result,
                                f"{error} (the on-host timer restored; reconnected and "
                                "verified)", audit, None)
@@ -651,7 +672,8 @@ def apply_host(conn: Connection, host: HostInventory, settings: dict[str, NicSet
     if mismatch:
         return _refused(host, mismatch, notes, started)
     if not opts.dry_run:
-        pending = _check_watchdog(conn, probe.timer)
+        pending, found = _check_watchdog(conn, probe.timer)
+        notes += found
         if pending:
             return _refused(host, pending, notes, started)
     gone = [f"{n} ({probe.nics[n].iface})" for n in settings if not probe.nics[n].exists]
@@ -671,17 +693,29 @@ def _refused(host: HostInventory, why: str, notes: list[Note], started: float) -
                       seconds=time.monotonic() - started)
 
 
-def _check_watchdog(conn: Connection, state: str) -> str:
-    """Refusal text when an unconfirmed deploy is pending; records a timer that fired."""
-    if state == "fired":
-        rc = Watchdog(conn).acknowledge()
-        _audit(conn.host).write(conn.host.name, "*", None, None, "timer-restore", rc == "0",
-                                detail="the on-host timer restored the pre-deploy state "
-                                       f"(restore script exit code {rc or '?'})")
+def _check_watchdog(conn: Connection, state: str) -> tuple[str, list[Note]]:
+    """Refusal text when an unconfirmed deploy is pending (else ""), and a warning note
+    when an earlier deploy's timer fired and its restore script failed."""
     if state == "armed":
         return ("an earlier deploy awaits confirmation on this host; run `nictune deploy "
-                "--confirm` or wait for its timer to restore the host")
-    return ""
+                "--confirm` or wait for its timer to restore the host"), []
+    done = _timer_restore(conn) if state == "fired" else None
+    if done is None or done.ok:
+        return "", []
+    return "", [Note(conn.host.name, "", "timer", "warning",
+                     f"an earlier deploy's on-host timer fired and its restore FAILED "
+                     f"({done.describe()}): the host may have been half-restored; `nictune "
+                     "rollback` returns it to the snapshot")]
+
+
+def _timer_restore(conn: Connection) -> TimerRestore | None:
+    """Collect a fired timer's restore (`Watchdog.collect`) and write its audit line."""
+    done = Watchdog(conn).collect()
+    if done is not None:
+        _audit(conn.host).write(conn.host.name, "*", None, None, "timer-restore", done.ok,
+                                detail=f"the on-host timer ran the restore script "
+                                       f"({done.describe()})")
+    return done
 
 
 def restore_host(conn: Connection, host: HostInventory, opts: Options | None = None) -> \
@@ -698,7 +732,7 @@ def restore_host(conn: Connection, host: HostInventory, opts: Options | None = N
     if mismatch:
         return _refused(host, mismatch, notes, started)
     if not opts.dry_run and probe.timer != "none":
-        _check_watchdog(conn, probe.timer)
+        notes += _check_watchdog(conn, probe.timer)[1]
         if probe.timer == "armed":
             Watchdog(conn).disarm()  # a rollback supersedes an unconfirmed deploy
     current, original = read_knobs(probe), saved.knobs
@@ -735,12 +769,24 @@ def confirm_host(conn: Connection, host: HostInventory) -> HostResult:
     """Disarm the timer of a `--confirm-timeout` deploy: the change stays."""
     started = time.monotonic()
     state = Watchdog(conn).disarm()
-    seconds = time.monotonic() - started
     if state == "disarmed":
         _audit(host).write(host.name, "*", None, None, "confirm")
-        return HostResult(host.name, "confirmed", True, seconds=seconds)
-    if state == "fired":
-        return HostResult(host.name, "restored", False, seconds=seconds,
-                          error="too late: the timer already restored the pre-deploy state")
-    return HostResult(host.name, "unchanged", True, seconds=seconds,
-                      error="nothing awaited confirmation")
+        result = HostResult(host.name, "confirmed", True)
+    elif state == "fired":
+        result = _too_late(conn)
+    else:
+        result = HostResult(host.name, "unchanged", True, error="nothing awaited confirmation")
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _too_late(conn: Connection) -> HostResult:
+    """A confirm after the timer fired: restored, or failed if its restore script failed."""
+    done = _timer_restore(conn)
+    if done is not None and not done.ok:
+        return HostResult(conn.host.name, "failed", False, restore_verified=False,
+                          error=f"too late: the on-host timer fired and its restore FAILED "
+                                f"({done.describe()}); the host may be half-restored: run "
+                                "`nictune rollback`")
+    return HostResult(conn.host.name, "restored", False,
+                      error="too late: the timer already restored the pre-deploy state")

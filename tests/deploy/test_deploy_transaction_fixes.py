@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,6 +29,7 @@ from nictune.deploy.transaction import (
     Options,
     Watchdog,
     apply_host,
+    confirm_host,
     read_knobs,
     restore_host,
     snapshot_path,
@@ -133,6 +135,22 @@ def snapshot(host: HostInventory) -> dict[str, Any]:
 def deploy(host: HostInventory, settings: dict[str, NicSetting] | None = None,
            opts: Options | None = None) -> HostResult:
     return apply_host(ShellConn(host), host, settings or {"nic-1": SETTING}, opts)
+
+
+def wait_for(path: Path, limit: float = 10.0) -> None:
+    deadline = time.monotonic() + limit
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.05)
+
+
+def arm_failing_timer(host: HostInventory, seconds: float = 1.0) -> str:
+    """Arm a timer whose restore script fails as ethtool does; wait until it ran."""
+    token = "f" * 32
+    Watchdog(ShellConn(host)).arm(["echo 'netlink error: Invalid argument' >&2; false"],
+                                  seconds, token)
+    wait_for(Path(host.root) / TIMER / "restore.rc")
+    return token
 
 
 # ----------------------------------------------------------------- the snapshot's NIC mapping
@@ -242,3 +260,37 @@ def test_dry_run_plans_a_nic_the_snapshot_lacks_like_a_deploy(fake: FakeHost) ->
     assert [c.to_json() for c in dry.changes] == [c.to_json() for c in fresh.changes]
     assert dry.notes == fresh.notes  # (no "rx-usecs is n/a on eth2")
     assert "nic/nic-2/coalesce/rx-usecs" in {c.knob for c in dry.changes}
+
+
+# ----------------------------------------------------------------- the on-host timer
+
+
+def test_confirm_after_the_timer_restored(fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    assert deploy(host, opts=Options(confirm_timeout=1)).status == "pending-confirm"
+    wait_for(fake.root / TIMER / "restore.rc")
+    result = confirm_host(ShellConn(host), host)
+    assert (result.status, result.ok) == ("restored", False)
+    assert not (fake.root / "etc/nictune/capture/eth1.json").exists()
+
+
+def test_confirm_reports_a_timer_restore_that_failed(fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    arm_failing_timer(host)
+    result = confirm_host(ShellConn(host), host)
+    assert (result.status, result.ok, result.restore_verified) == ("failed", False, False)
+    assert "exit code 1" in result.error and "netlink error" in result.error
+    assert "nictune rollback" in result.error
+    audit = [json.loads(x) for x in (host.state_dir / "audit.jsonl").read_text().splitlines()]
+    assert [(a["action"], a["ok"]) for a in audit] == [("timer-restore", False)]
+    assert confirm_host(ShellConn(host), host).status == "unchanged"  # reported once
+
+
+def test_the_next_deploy_notes_a_timer_restore_that_failed(fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    arm_failing_timer(host)
+    result = deploy(host)
+    assert result.ok, result.error
+    warned = [n.detail for n in result.notes if n.backend == "timer"]
+    assert len(warned) == 1 and "FAILED" in warned[0] and "exit code 1" in warned[0]
+    assert not [n for n in deploy(host).notes if n.backend == "timer"]
