@@ -353,16 +353,20 @@ class Watchdog:
                                                  f"changed: {res.error_line()}")
         return res
 
-    def disarm(self) -> str:
-        """`disarmed` (we won), `fired` (the timer restored first) or `none`."""
-        d = shlex.quote(self.dir)
+    def disarm(self, token: str = "") -> str:
+        """`disarmed` (we won), `fired` (the timer restored first) or `none`. With `token`
+        only that arming is disarmed (`fired`: that arming fired); without, whatever is
+        armed (`deploy --confirm`, and a rollback superseding an unconfirmed deploy)."""
+        d, t = shlex.quote(self.dir), shlex.quote(token)
+        mine = f"[ \"$(cat \"$d/armed\" 2>/dev/null)\" = {t} ] && " if token else ""
+        fired = f"grep -sqxF {t} \"$d/fired\" \"$d/seen\"" if token else "[ -e \"$d/fired\" ]"
         res = self.conn.run(
-            f"d={d}; if mv \"$d/armed\" \"$d/disarmed\" 2>/dev/null; then "
+            f"d={d}; if {mine}mv \"$d/armed\" \"$d/disarmed\" 2>/dev/null; then "
             "t=$(cat \"$d/disarmed\"); p=$(cat \"$d/watchdog.pid\" 2>/dev/null); "
             "if [ -n \"$t\" ] && [ -n \"$p\" ] && tr '\\0' '\\n' < \"/proc/$p/cmdline\" "
             "2>/dev/null | grep -qxF \"$t\"; then "
             "pkill -P \"$p\" 2>/dev/null; kill \"$p\" 2>/dev/null; fi; "
-            "echo disarmed; elif [ -e \"$d/fired\" ]; then echo fired; else echo none; fi",
+            f"echo disarmed; elif {fired}; then echo fired; else echo none; fi",
             check=True)
         return res.stdout.strip() or "none"
 
@@ -531,7 +535,7 @@ def _run_changes(conn: Connection, ctx: HostContext, changes: list[Change], opts
         return
     try:
         _fire_hook("disarm", conn)
-        state = wd.disarm()
+        state = wd.disarm(result.token)
     except HostError as exc:  # did the disarm reach the host? only the host knows
         _recover_lost_session(conn, ctx, result, str(exc), seconds, opts, disarming=True)
         return
@@ -542,6 +546,11 @@ def _run_changes(conn: Connection, ctx: HostContext, changes: list[Change], opts
         _restore_after_failure(conn, wd, changes, result, "the on-host timer fired before it "
                                "was disarmed (the host was slower than --guard-timeout)",
                                audit, None)
+    elif state == "none":  # applied and verified, but another run's arming replaced ours
+        result.notes.append(Note(host.name, "", "timer", "warning",
+                                 "this deploy's on-host timer was no longer armed when it was "
+                                 "to be disarmed: another nictune run armed its own meanwhile "
+                                 "(that run's timer may still restore the host)"))
 
 
 # Test hooks: {point: callable(conn)} run just before the named step ("verify": after the
@@ -591,7 +600,7 @@ def _restore_after_failure(conn: Connection, wd: Watchdog, changes: list[Change]
         result.error += "; RESTORE INCOMPLETE: " + "; ".join(bad[:3]) + retry
     elif timer:  # on a broken session the timer re-runs the same restore (a no-op)
         with contextlib.suppress(HostError):
-            wd.disarm()
+            wd.disarm(result.token)
     for c in changes:
         audit.write(result.host, c.knob, c.after, c.before, "restore", not bad)
 
@@ -757,12 +766,18 @@ def apply_knobs(conn: Connection, host: HostInventory, knobs: dict[str, Any]) ->
     """Set the host's knobs back to `knobs` (as `read_knobs` gave them), transactionally.
 
     For callers that saved a host's state themselves (validation returns a host that had a
-    nictune deployment to it); the original snapshot is left as it is."""
+    nictune deployment to it); the original snapshot is left as it is. Refused, like a
+    deploy, while an unconfirmed deploy's timer is armed (overwriting its restore script
+    would disarm that guard)."""
+    started = time.monotonic()
     probe = probe_host(conn)
+    pending, notes = _check_watchdog(conn, probe.timer)
+    if pending:
+        return _refused(host, pending, notes, started)
     ctx = HostContext(host, probe, knobs, {})
-    changes, notes = plan_changes(ctx, read_knobs(probe), targets=knobs)
-    return _transact(conn, ctx, changes, notes, Options(allow_mgmt_iface=True), "restore",
-                     time.monotonic())
+    changes, found = plan_changes(ctx, read_knobs(probe), targets=knobs)
+    return _transact(conn, ctx, changes, notes + found, Options(allow_mgmt_iface=True),
+                     "restore", started)
 
 
 def confirm_host(conn: Connection, host: HostInventory) -> HostResult:

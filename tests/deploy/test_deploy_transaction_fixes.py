@@ -11,6 +11,7 @@ directory and refuses, before running it, any command that names ethtool, /sys o
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -29,6 +30,7 @@ from nictune.deploy.transaction import (
     Options,
     Watchdog,
     apply_host,
+    apply_knobs,
     confirm_host,
     read_knobs,
     restore_host,
@@ -294,3 +296,47 @@ def test_the_next_deploy_notes_a_timer_restore_that_failed(fake: FakeHost) -> No
     warned = [n.detail for n in result.notes if n.backend == "timer"]
     assert len(warned) == 1 and "FAILED" in warned[0] and "exit code 1" in warned[0]
     assert not [n for n in deploy(host).notes if n.backend == "timer"]
+
+
+def test_disarm_leaves_another_arming_alone(fake: FakeHost) -> None:
+    host = fake.inventory({})
+    wd, mine, other = Watchdog(ShellConn(host)), "a" * 32, "b" * 32
+    wd.arm(["true"], 60, mine)
+    pid = int((fake.root / TIMER / "watchdog.pid").read_text())
+    assert wd.disarm(other) == "none"
+    assert (fake.root / TIMER / "armed").read_text().strip() == mine
+    assert wd.disarm(mine) == "disarmed"
+    deadline = time.monotonic() + 5
+    while _alive(pid):
+        assert time.monotonic() < deadline, "the timer still runs after its disarm"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as fh:  # (a zombie has exited)
+        return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_disarm_says_fired_only_for_its_own_arming(fake: FakeHost) -> None:
+    host = fake.inventory({})
+    token = arm_failing_timer(host)
+    wd = Watchdog(ShellConn(host))
+    assert wd.disarm("c" * 32) == "none"
+    assert wd.disarm(token) == "fired"
+
+
+def test_apply_knobs_refuses_while_a_deploy_awaits_confirmation(fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    saved = read_knobs(fake.probe(ShellConn(host)))
+    pending = deploy(host, opts=Options(confirm_timeout=60))
+    assert pending.status == "pending-confirm"
+    script = (fake.root / TIMER / "restore.sh").read_text()
+    result = apply_knobs(ShellConn(host), host, saved)
+    assert (result.status, result.ok) == ("refused", False)
+    assert "awaits confirmation" in result.error
+    assert (fake.root / TIMER / "armed").read_text().strip() == pending.token
+    assert (fake.root / TIMER / "restore.sh").read_text() == script  # its guard intact
