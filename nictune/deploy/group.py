@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -28,10 +28,11 @@ class HostOutcome(Generic[T]):
 @dataclass
 class GroupResult(Generic[T]):
     outcomes: dict[str, HostOutcome[T]] = field(default_factory=dict)
+    not_started: list[str] = field(default_factory=list)  # skipped after Ctrl-C
 
     @property
     def ok(self) -> bool:
-        return all(o.ok for o in self.outcomes.values())
+        return not self.not_started and all(o.ok for o in self.outcomes.values())
 
     @property
     def succeeded(self) -> list[str]:
@@ -42,7 +43,17 @@ class GroupResult(Generic[T]):
         return {h: o.error for h, o in self.outcomes.items() if not o.ok}
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "succeeded": self.succeeded, "failed": self.failed}
+        out = {"ok": self.ok, "succeeded": self.succeeded, "failed": self.failed}
+        return {**out, "not_started": self.not_started} if self.not_started else out
+
+
+class GroupInterrupted(KeyboardInterrupt):
+    """Ctrl-C reached `run_group`: hosts not yet started were skipped, running ones were
+    let finish (a transaction is not cut in half); `result` holds what finished."""
+
+    def __init__(self, result: GroupResult[Any]):
+        super().__init__("interrupted")
+        self.result = result
 
 
 def run_group(hosts: Iterable[HostInventory], fn: Callable[[HostInventory], T],
@@ -52,7 +63,8 @@ def run_group(hosts: Iterable[HostInventory], fn: Callable[[HostInventory], T],
     A host whose call raises, or returns an object whose `ok` is false (its `error` says
     why), is recorded as failed with the message; an
     unexpected exception type is recorded with its type name so nothing is lost, and the
-    other hosts carry on.
+    other hosts carry on. On Ctrl-C the hosts not started yet are skipped, the running ones
+    finish, and GroupInterrupted carries their outcomes.
     """
     hosts = list(hosts)
     result: GroupResult[T] = GroupResult()
@@ -72,8 +84,31 @@ def run_group(hosts: Iterable[HostInventory], fn: Callable[[HostInventory], T],
 
     if not hosts:
         return result
+    futures: list[Future[HostOutcome[T]]] = []
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(hosts))),
                             thread_name_prefix="nictune-host") as pool:
-        for outcome in pool.map(one, hosts):
-            result.outcomes[outcome.host] = outcome
+        try:
+            futures.extend(pool.submit(one, h) for h in hosts)
+            for future in futures:
+                outcome = future.result()
+                result.outcomes[outcome.host] = outcome
+        except KeyboardInterrupt:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise GroupInterrupted(_settled(hosts, futures)) from None
+    return result
+
+
+def _settled(hosts: list[HostInventory],
+             futures: list[Future[HostOutcome[T]]]) -> GroupResult[T]:
+    """The outcomes of the hosts that ran, the names of those that never started."""
+    result: GroupResult[T] = GroupResult()
+    for i, host in enumerate(hosts):
+        future = futures[i] if i < len(futures) else None
+        if future is None or future.cancelled():
+            result.not_started.append(host.name)
+        elif (exc := future.exception()) is not None:  # (a BaseException: cut short)
+            result.outcomes[host.name] = HostOutcome(host.name, False,
+                                                     error=f"{type(exc).__name__}")
+        else:
+            result.outcomes[host.name] = future.result()
     return result

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from nictune.deploy.group import GroupResult, run_group
+from nictune.deploy.group import GroupInterrupted, GroupResult, run_group
 from nictune.deploy.inventory import HostInventory, Inventory, check_plan_nics, load_inventory
 from nictune.deploy.probe import HostProbe, probe_host
 from nictune.deploy.transaction import HostResult, Options, apply_host, confirm_host, restore_host
@@ -96,9 +97,10 @@ def _print_results(group: GroupResult[HostResult], verb: str) -> None:
             print(f"  {c.knob}: {_short(c.before)} -> {_short(c.after)}")
         for n in r.notes:
             print(f"  note: {n.describe()}")
-    ok = group.succeeded
-    print(f"{verb}: {len(ok)} of {len(group.outcomes)} hosts ok" +
-          (f"; failed: {', '.join(group.failed)}" if group.failed else ""))
+    ok, stopped = group.succeeded, group.not_started
+    print(f"{verb}: {len(ok)} of {len(group.outcomes) + len(stopped)} hosts ok" +
+          (f"; failed: {', '.join(group.failed)}" if group.failed else "") +
+          (f"; not started (interrupted): {', '.join(stopped)}" if stopped else ""))
 
 
 def _short(value: Any) -> str:
@@ -131,27 +133,24 @@ def deploy_cmd(args: argparse.Namespace) -> int:
     if args.confirm:
         if args.plan or args.dry_run or args.confirm_timeout:
             raise InputError("--confirm takes only --inventory and --hosts (no plan)")
-        group = _run(args, inventory.select(args.hosts), confirm_host)
+        hosts, fn = inventory.select(args.hosts), confirm_host
     else:
         if not args.plan:
             raise InputError("a plan file is required (or --confirm)")
         per_host = plan_settings(args.plan, inventory)
-        selected = [h for h in inventory.select(args.hosts) if h.name in per_host]
-        if not selected:
+        hosts = [h for h in inventory.select(args.hosts) if h.name in per_host]
+        if not hosts:
             among = " ".join(args.hosts or [])
             raise InputError(f"{args.plan}: no plan host among --hosts {among}")
         opts = Options(dry_run=args.dry_run, allow_mgmt_iface=args.allow_mgmt_iface,
                        confirm_timeout=args.confirm_timeout, guard_timeout=args.guard_timeout,
                        trust_on_first_use=args.trust_on_first_use)
-        group = _run(args, selected,
-                     lambda conn, host: apply_host(conn, host, per_host[host.name], opts))
-    wall = time.monotonic() - started
-    if args.json:
-        print(_results_json(group, wall))
-    else:
-        _print_results(group, "confirm" if args.confirm else
-                       "dry run" if args.dry_run else "deploy")
-    return _exit(group)
+
+        def fn(conn: Connection, host: HostInventory) -> HostResult:
+            return apply_host(conn, host, per_host[host.name], opts)
+
+    verb = "confirm" if args.confirm else "dry run" if args.dry_run else "deploy"
+    return _report(args, verb, started, hosts, fn)
 
 
 def rollback_cmd(args: argparse.Namespace) -> int:
@@ -159,10 +158,24 @@ def rollback_cmd(args: argparse.Namespace) -> int:
     started = time.monotonic()
     opts = Options(dry_run=args.dry_run, guard_timeout=args.guard_timeout,
                    trust_on_first_use=args.trust_on_first_use)
-    group = _run(args, inventory.select(args.hosts),
-                 lambda conn, host: restore_host(conn, host, opts))
+    return _report(args, "rollback", started, inventory.select(args.hosts),
+                   lambda conn, host: restore_host(conn, host, opts))
+
+
+def _report(args: argparse.Namespace, verb: str, started: float, hosts: list[HostInventory],
+            fn: Callable[[Connection, HostInventory], HostResult]) -> int:
+    """Run `fn` on the hosts and print the results. After Ctrl-C (running hosts finish,
+    the others are not started) print what finished and return 130."""
+    try:
+        group, code = _run(args, hosts, fn), 0
+    except GroupInterrupted as stop:
+        group, code = stop.result, 130
     if args.json:
         print(_results_json(group, time.monotonic() - started))
     else:
-        _print_results(group, "rollback")
+        _print_results(group, verb)
+    if code:
+        print(f"nictune {args.command}: interrupted; not started: "
+              f"{', '.join(group.not_started) or 'none'}", file=sys.stderr)
+        return code
     return _exit(group)

@@ -114,15 +114,17 @@ def _address(value: Any, source: str, where: str) -> str:
 def _path(value: Any, base: Path, source: str, where: str, must_exist: bool) -> Path:
     if not isinstance(value, str) or not value or "\0" in value:
         raise _fail(source, where, f"expected a file path, got {value!r}")
-    path = Path(value).expanduser()
-    path = path if path.is_absolute() else base / path
     try:
+        path = Path(value).expanduser()  # RuntimeError: "~nosuchuser/key"
+        path = path if path.is_absolute() else base / path
         if must_exist and not path.is_file():
             raise _fail(source, where, f"no such file {path}")
         if not must_exist and not path.parent.is_dir():
             raise _fail(source, where, f"directory {path.parent} does not exist")
     except OSError as exc:  # (a name too long, say)
         raise _fail(source, where, f"not a usable path {value!r}: {exc.strerror}") from None
+    except RuntimeError as exc:
+        raise _fail(source, where, f"not a usable path {value!r}: {exc}") from None
     return path
 
 

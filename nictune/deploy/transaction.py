@@ -41,7 +41,7 @@ from nictune.deploy.probe import STATE_DIR, HostProbe, ProbeError, probe_host
 from nictune.deploy.transport import CommandResult, Connection, HostError
 from nictune.model import NicSetting
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2  # 2 adds "nics" (NIC id -> iface, bus_info); format 1 still loads
 GUARD_TIMEOUT = 60.0  # s the on-host timer waits before restoring an unfinished deploy
 
 
@@ -128,31 +128,142 @@ def snapshot_path(state_dir: Path, host: str) -> Path:
     return state_dir / "snapshots" / f"{host}.json"
 
 
-def load_snapshot(state_dir: Path, host: str) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class Snapshot:
+    """A host's original knob values, the address they were read at and, per NIC id, the
+    interface (and its bus address) its `nic/ID/...` values were read from. A format-1
+    snapshot has no `nics`: for its NICs the mapping is unknown."""
+
+    path: Path
+    doc: dict[str, Any]
+
+    @property
+    def knobs(self) -> dict[str, Any]:
+        return self.doc.get("knobs", {})
+
+    @property
+    def nics(self) -> dict[str, dict[str, str]]:
+        return self.doc.get("nics", {})
+
+
+def read_snapshot(state_dir: Path, host: str) -> Snapshot | None:
     path = snapshot_path(state_dir, host)
     if not path.exists():
         return None
     try:
         doc = json.loads(path.read_text())
-    except ValueError as exc:
+        nics = doc.get("nics", {})
+        if not isinstance(doc.get("knobs", {}), dict) or not all(
+                isinstance(m, dict) and isinstance(m.get("iface"), str) for m in nics.values()):
+            raise ValueError("knobs or nics malformed")
+    except (ValueError, AttributeError) as exc:
         raise HostError(host, f"snapshot {path} is corrupt ({exc}); refusing to touch the "
                               "host") from None
-    return doc.get("knobs", {})
+    return Snapshot(path, doc)
 
 
-def ensure_snapshot(state_dir: Path, host: HostInventory, current: dict[str, Any]) -> \
-        dict[str, Any]:
+def load_snapshot(state_dir: Path, host: str) -> dict[str, Any] | None:
+    """The original knob values (None: nictune never changed the host)."""
+    snap = read_snapshot(state_dir, host)
+    return None if snap is None else snap.knobs
+
+
+def merge_snapshot(saved: Snapshot | None, current: dict[str, Any]) -> dict[str, Any]:
+    """The original knob values: the snapshot's, plus the current value of every knob it
+    lacks (a NIC added since: its current value is still the pre-nictune one)."""
+    return {**current, **(saved.knobs if saved else {})}
+
+
+def _nic_ids(knobs: dict[str, Any]) -> set[str]:
+    return {split_key(k)[0] for k in knobs} - {""}
+
+
+def _new_mappings(host: HostInventory, probe: HostProbe,
+                  saved: Snapshot | None) -> dict[str, dict[str, str]]:
+    """NIC id -> {iface, bus_info} for the NICs whose values enter the snapshot now (a NIC
+    a format-1 snapshot already holds stays unknown: its values may be another iface's)."""
+    old = _nic_ids(saved.knobs) | set(saved.nics) if saved else set()
+    return {nic: {"iface": iface, "bus_info": probe.nics[nic].bus_info}
+            for nic, iface in host.nics.items()
+            if nic not in old and nic in probe.nics and probe.nics[nic].exists}
+
+
+def ensure_snapshot(host: HostInventory, probe: HostProbe, saved: Snapshot | None,
+                    current: dict[str, Any]) -> dict[str, Any]:
     """The original knob values; the first deploy saves them, later ones only add knobs
-    the snapshot lacks (their current value is still the pre-nictune one)."""
-    knobs = load_snapshot(state_dir, host.name)
-    if knobs is not None and all(k in knobs for k in current):
+    (and NIC mappings) the snapshot lacks (their current value is still the pre-nictune
+    one). `saved` is the snapshot as read (and checked by `snapshot_mismatch`)."""
+    knobs = merge_snapshot(saved, current)
+    added = _new_mappings(host, probe, saved)
+    if saved is not None and knobs == saved.knobs and not added:
         return knobs
-    merged = {**current, **(knobs or {})}
-    doc = {"nictune_snapshot": SNAPSHOT_FORMAT, "host": host.name, "address": host.address,
-           "taken": _now(), "knobs": merged}
-    _atomic_write(snapshot_path(state_dir, host.name), json.dumps(doc, indent=1,
-                                                                  sort_keys=True) + "\n")
-    return merged
+    doc = saved.doc if saved else {"host": host.name, "address": host.address,
+                                   "taken": _now()}
+    doc = {**doc, "nictune_snapshot": SNAPSHOT_FORMAT, "knobs": knobs,
+           "nics": {**(saved.nics if saved else {}), **added}}
+    _atomic_write(snapshot_path(host.state_dir, host.name),
+                  json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return knobs
+
+
+def snapshot_mismatch(saved: Snapshot | None, host: HostInventory, probe: HostProbe,
+                      rollback: bool) -> tuple[str, list[Note]]:
+    """Why the snapshot's values cannot be trusted for this inventory entry ("" if they
+    can): another address, a NIC id now naming another interface (or the same name on
+    another bus address: renamed interfaces), an interface now under another NIC id, or —
+    for a rollback — a NIC id the inventory dropped. NICs of a format-1 snapshot (no
+    mapping) give a warning note."""
+    if saved is None:
+        return "", []
+    problems: list[str] = []
+    notes: list[Note] = []
+    address = saved.doc.get("address")
+    if address and address != host.address:
+        problems.append(f"it was taken at address {address}, the inventory says "
+                        f"{host.address} (if this is the same machine, set \"address\" to "
+                        f"{host.address!r} in the snapshot)")
+    for nic in sorted(_nic_ids(saved.knobs) | set(saved.nics)):
+        problem = _nic_mismatch(nic, saved.nics.get(nic), host, probe, rollback)
+        if problem:
+            problems.append(problem)
+        elif nic not in saved.nics and nic in host.nics:
+            notes.append(Note(host.name, nic, "snapshot", "warning",
+                              f"the snapshot predates NIC mappings: it cannot tell whether "
+                              f"its {nic} values were read from {host.nics[nic]} (unknown, "
+                              "not checked)"))
+    owner = {m["iface"]: nic for nic, m in saved.nics.items()}
+    for nic, iface in host.nics.items():
+        other = owner.get(iface, nic)
+        if other != nic and nic not in saved.nics:
+            problems.append(f"{nic}: the snapshot holds the original values of {iface} "
+                            f"under the NIC id {other} (call it {other} in the inventory "
+                            "again, or roll back before renaming it)")
+    if not problems:
+        return "", notes
+    return (f"snapshot {saved.path} does not match the inventory, nothing was changed: "
+            + "; ".join(problems)), notes
+
+
+def _nic_mismatch(nic: str, was: dict[str, str] | None, host: HostInventory,
+                  probe: HostProbe, rollback: bool) -> str:
+    if was is None:
+        return ""
+    now = host.nics.get(nic)
+    if now is None:
+        return (f"{nic}: the snapshot holds the original values of {was['iface']}, the "
+                f"inventory has no {nic} (add `{nic}: {was['iface']}` to its nics to roll "
+                "it back)") if rollback else ""
+    if now != was["iface"]:
+        return (f"{nic}: the snapshot holds the original values of {was['iface']}, the "
+                f"inventory now names {now} (to roll {was['iface']} back, name it for {nic} "
+                f"again, roll back, then correct the inventory; if {was['iface']} was only "
+                f"renamed to {now}, set its \"iface\" to {now!r} in the snapshot)")
+    bus = probe.nics[nic].bus_info if nic in probe.nics else ""
+    if was.get("bus_info") and bus and bus != was["bus_info"]:
+        return (f"{nic}: {now} is now the device at {bus}, the snapshot's values are those of "
+                f"the device at {was['bus_info']} (interfaces renamed? name that device's "
+                f"interface for {nic} in the inventory and the snapshot)")
+    return ""
 
 
 def archive_snapshot(state_dir: Path, host: str) -> None:
@@ -163,6 +274,23 @@ def archive_snapshot(state_dir: Path, host: str) -> None:
 
 
 # ----------------------------------------------------------------------------- on-host timer
+
+
+@dataclass(frozen=True)
+class TimerRestore:
+    """What the on-host timer's restore script did: exit code ('' if it left none: still
+    running, or killed) and the last lines of its output."""
+
+    rc: str
+    log: str
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == "0"
+
+    def describe(self) -> str:
+        code = f"exit code {self.rc}" if self.rc else "no exit code (still running, or killed)"
+        return code + (f": {self.log}" if self.log else "")
 
 
 class Watchdog:
@@ -183,12 +311,22 @@ class Watchdog:
         self.conn = conn
         self.dir = conn.host.remote_path(STATE_DIR)
 
-    def acknowledge(self) -> str:
-        """Mark a fired timer as seen; returns the restore script's exit code ('' if none)."""
+    def collect(self, limit: float = 30.0) -> TimerRestore | None:
+        """After the timer fired: wait (up to `limit` s) for its restore script, mark the
+        firing as seen and return the script's exit code and last lines; None if no fired
+        timer awaited this."""
         d = shlex.quote(self.dir)
-        res = self.conn.run(f"d={d}; if [ -e \"$d/fired\" ]; then mv -f \"$d/fired\" "
-                            "\"$d/seen\"; cat \"$d/restore.rc\" 2>/dev/null; fi")
-        return res.stdout.strip()
+        res = self.conn.run(
+            f"d={d}; [ -e \"$d/fired\" ] || exit 0; i=0; while [ ! -e \"$d/restore.rc\" ] "
+            f"&& [ $i -lt {int(limit * 10)} ]; do sleep 0.1; i=$((i+1)); done; "
+            "mv -f \"$d/fired\" \"$d/seen\"; echo \"@@rc $(cat \"$d/restore.rc\" 2>/dev/null)\"; "
+            "tail -n 3 \"$d/restore.log\" 2>/dev/null", timeout=limit + 10)
+        lines = res.stdout.splitlines()
+        rc = next((x[5:].strip() for x in lines if x.startswith("@@rc ")), None)
+        if rc is None:
+            return None
+        log = " | ".join(x.strip() for x in lines if x.strip() and not x.startswith("@@rc "))
+        return TimerRestore(rc, log[:300])
 
     def arm(self, restore: list[str], seconds: float, token: str,
             then: str = "") -> CommandResult:
@@ -215,16 +353,20 @@ class Watchdog:
                                                  f"changed: {res.error_line()}")
         return res
 
-    def disarm(self) -> str:
-        """`disarmed` (we won), `fired` (the timer restored first) or `none`."""
-        d = shlex.quote(self.dir)
+    def disarm(self, token: str = "") -> str:
+        """`disarmed` (we won), `fired` (the timer restored first) or `none`. With `token`
+        only that arming is disarmed (`fired`: that arming fired); without, whatever is
+        armed (`deploy --confirm`, and a rollback superseding an unconfirmed deploy)."""
+        d, t = shlex.quote(self.dir), shlex.quote(token)
+        mine = f"[ \"$(cat \"$d/armed\" 2>/dev/null)\" = {t} ] && " if token else ""
+        fired = f"grep -sqxF {t} \"$d/fired\" \"$d/seen\"" if token else "[ -e \"$d/fired\" ]"
         res = self.conn.run(
-            f"d={d}; if mv \"$d/armed\" \"$d/disarmed\" 2>/dev/null; then "
+            f"d={d}; if {mine}mv \"$d/armed\" \"$d/disarmed\" 2>/dev/null; then "
             "t=$(cat \"$d/disarmed\"); p=$(cat \"$d/watchdog.pid\" 2>/dev/null); "
             "if [ -n \"$t\" ] && [ -n \"$p\" ] && tr '\\0' '\\n' < \"/proc/$p/cmdline\" "
             "2>/dev/null | grep -qxF \"$t\"; then "
             "pkill -P \"$p\" 2>/dev/null; kill \"$p\" 2>/dev/null; fi; "
-            "echo disarmed; elif [ -e \"$d/fired\" ]; then echo fired; else echo none; fi",
+            f"echo disarmed; elif {fired}; then echo fired; else echo none; fi",
             check=True)
         return res.stdout.strip() or "none"
 
@@ -237,12 +379,6 @@ class Watchdog:
                             "{ echo $s; exit 0; }; done; echo none", check=True)
         state = res.stdout.strip()
         return "fired" if state == "seen" else state or "none"
-
-    def wait_restored(self, limit: float = 30.0) -> None:
-        """Wait until a fired timer's restore script has finished (restore.rc written)."""
-        q = shlex.quote(f"{self.dir}/restore.rc")
-        self.conn.run(f"i=0; while [ ! -e {q} ] && [ $i -lt {int(limit * 10)} ]; do "
-                      "sleep 0.1; i=$((i+1)); done", timeout=limit + 10)
 
     def restore_now(self) -> bool:
         """Run the restore script over SSH (the failure path); True when every command
@@ -399,17 +535,22 @@ def _run_changes(conn: Connection, ctx: HostContext, changes: list[Change], opts
         return
     try:
         _fire_hook("disarm", conn)
-        state = wd.disarm()
+        state = wd.disarm(result.token)
     except HostError as exc:  # did the disarm reach the host? only the host knows
         _recover_lost_session(conn, ctx, result, str(exc), seconds, opts, disarming=True)
         return
     if state == "fired":
         # The timer's restore may have raced with the apply: let it finish, then restore
         # once more ourselves (idempotent) and verify.
-        wd.wait_restored()
+        _timer_restore(conn)
         _restore_after_failure(conn, wd, changes, result, "the on-host timer fired before it "
                                "was disarmed (the host was slower than --guard-timeout)",
                                audit, None)
+    elif state == "none":  # applied and verified, but another run's arming replaced ours
+        result.notes.append(Note(host.name, "", "timer", "warning",
+                                 "this deploy's on-host timer was no longer armed when it was "
+                                 "to be disarmed: another nictune run armed its own meanwhile "
+                                 "(that run's timer may still restore the host)"))
 
 
 # Test hooks: {point: callable(conn)} run just before the named step ("verify": after the
@@ -459,7 +600,7 @@ def _restore_after_failure(conn: Connection, wd: Watchdog, changes: list[Change]
         result.error += "; RESTORE INCOMPLETE: " + "; ".join(bad[:3]) + retry
     elif timer:  # on a broken session the timer re-runs the same restore (a no-op)
         with contextlib.suppress(HostError):
-            wd.disarm()
+            wd.disarm(result.token)
     for c in changes:
         audit.write(result.host, c.knob, c.after, c.before, "restore", not bad)
 
@@ -508,7 +649,7 @@ def _settle(conn: Connection, result: HostResult, error: str) -> None:
                                f"{error} (reconnected and restored)", audit,
                                GUARD_TIMEOUT)
     elif state == "fired":
-        wd.wait_restored()
+        _timer_restore(conn)
         _restore_after_failure(conn, wd, result.changes, result,
                                f"{error} (the on-host timer restored; reconnected and "
                                "verified)", audit, None)
@@ -534,54 +675,79 @@ def apply_host(conn: Connection, host: HostInventory, settings: dict[str, NicSet
     opts, started = opts or Options(), time.monotonic()
     for nic in settings:
         host.iface(nic)  # unknown NIC ids are refused before anything runs
+    saved = read_snapshot(host.state_dir, host.name)
     probe = probe_host(conn)
+    mismatch, notes = snapshot_mismatch(saved, host, probe, rollback=False)
+    if mismatch:
+        return _refused(host, mismatch, notes, started)
     if not opts.dry_run:
-        pending = _check_watchdog(conn, probe.timer)
+        pending, found = _check_watchdog(conn, probe.timer)
+        notes += found
         if pending:
-            return HostResult(host.name, "refused", False, error=pending,
-                              seconds=time.monotonic() - started)
+            return _refused(host, pending, notes, started)
     gone = [f"{n} ({probe.nics[n].iface})" for n in settings if not probe.nics[n].exists]
     if gone:
-        return HostResult(host.name, "failed", False, error=f"no such interface: "
+        return HostResult(host.name, "failed", False, notes=notes, error=f"no such interface: "
                           f"{', '.join(gone)}", seconds=time.monotonic() - started)
     current = read_knobs(probe)
-    original = (load_snapshot(host.state_dir, host.name) or current) if opts.dry_run else \
-        ensure_snapshot(host.state_dir, host, current)
+    original = merge_snapshot(saved, current) if opts.dry_run else \
+        ensure_snapshot(host, probe, saved, current)
     ctx = HostContext(host, probe, original, dict(settings))
-    changes, notes = plan_changes(ctx, current)
-    return _transact(conn, ctx, changes, notes, opts, "apply", started)
+    changes, found = plan_changes(ctx, current)
+    return _transact(conn, ctx, changes, notes + found, opts, "apply", started)
 
 
-def _check_watchdog(conn: Connection, state: str) -> str:
-    """Refusal text when an unconfirmed deploy is pending; records a timer that fired."""
-    if state == "fired":
-        rc = Watchdog(conn).acknowledge()
-        _audit(conn.host).write(conn.host.name, "*", None, None, "timer-restore", rc == "0",
-                                detail="the on-host timer restored the pre-deploy state "
-                                       f"(restore script exit code {rc or '?'})")
+def _refused(host: HostInventory, why: str, notes: list[Note], started: float) -> HostResult:
+    return HostResult(host.name, "refused", False, notes=notes, error=why,
+                      seconds=time.monotonic() - started)
+
+
+def _check_watchdog(conn: Connection, state: str) -> tuple[str, list[Note]]:
+    """Refusal text when an unconfirmed deploy is pending (else ""), and a warning note
+    when an earlier deploy's timer fired and its restore script failed."""
     if state == "armed":
         return ("an earlier deploy awaits confirmation on this host; run `nictune deploy "
-                "--confirm` or wait for its timer to restore the host")
-    return ""
+                "--confirm` or wait for its timer to restore the host"), []
+    done = _timer_restore(conn) if state == "fired" else None
+    if done is None or done.ok:
+        return "", []
+    return "", [Note(conn.host.name, "", "timer", "warning",
+                     f"an earlier deploy's on-host timer fired and its restore FAILED "
+                     f"({done.describe()}): the host may have been half-restored; `nictune "
+                     "rollback` returns it to the snapshot")]
+
+
+def _timer_restore(conn: Connection) -> TimerRestore | None:
+    """Collect a fired timer's restore (`Watchdog.collect`) and write its audit line."""
+    done = Watchdog(conn).collect()
+    if done is not None:
+        _audit(conn.host).write(conn.host.name, "*", None, None, "timer-restore", done.ok,
+                                detail=f"the on-host timer ran the restore script "
+                                       f"({done.describe()})")
+    return done
 
 
 def restore_host(conn: Connection, host: HostInventory, opts: Options | None = None) -> \
         HostResult:
     """Return `host` to its original snapshot (rollback) and archive the snapshot."""
     opts, started = opts or Options(), time.monotonic()
-    original = load_snapshot(host.state_dir, host.name)
-    if original is None:
+    saved = read_snapshot(host.state_dir, host.name)
+    if saved is None:
         return HostResult(host.name, "no-snapshot", True,
                           error="no snapshot: nictune never changed this host",
                           seconds=time.monotonic() - started)
     probe = probe_host(conn)
+    mismatch, notes = snapshot_mismatch(saved, host, probe, rollback=True)
+    if mismatch:
+        return _refused(host, mismatch, notes, started)
     if not opts.dry_run and probe.timer != "none":
-        _check_watchdog(conn, probe.timer)
+        notes += _check_watchdog(conn, probe.timer)[1]
         if probe.timer == "armed":
             Watchdog(conn).disarm()  # a rollback supersedes an unconfirmed deploy
-    current = read_knobs(probe)
+    current, original = read_knobs(probe), saved.knobs
     ctx = HostContext(host, probe, original, {})
-    changes, notes = plan_changes(ctx, current, targets=original)
+    changes, found = plan_changes(ctx, current, targets=original)
+    notes += found
     missing = sorted(set(original) - set(current))
     if missing:
         notes.append(Note(host.name, "", "rollback", "warning",
@@ -600,24 +766,42 @@ def apply_knobs(conn: Connection, host: HostInventory, knobs: dict[str, Any]) ->
     """Set the host's knobs back to `knobs` (as `read_knobs` gave them), transactionally.
 
     For callers that saved a host's state themselves (validation returns a host that had a
-    nictune deployment to it); the original snapshot is left as it is."""
+    nictune deployment to it); the original snapshot is left as it is. Refused, like a
+    deploy, while an unconfirmed deploy's timer is armed (overwriting its restore script
+    would disarm that guard)."""
+    started = time.monotonic()
     probe = probe_host(conn)
+    pending, notes = _check_watchdog(conn, probe.timer)
+    if pending:
+        return _refused(host, pending, notes, started)
     ctx = HostContext(host, probe, knobs, {})
-    changes, notes = plan_changes(ctx, read_knobs(probe), targets=knobs)
-    return _transact(conn, ctx, changes, notes, Options(allow_mgmt_iface=True), "restore",
-                     time.monotonic())
+    changes, found = plan_changes(ctx, read_knobs(probe), targets=knobs)
+    return _transact(conn, ctx, changes, notes + found, Options(allow_mgmt_iface=True),
+                     "restore", started)
 
 
 def confirm_host(conn: Connection, host: HostInventory) -> HostResult:
     """Disarm the timer of a `--confirm-timeout` deploy: the change stays."""
     started = time.monotonic()
     state = Watchdog(conn).disarm()
-    seconds = time.monotonic() - started
     if state == "disarmed":
         _audit(host).write(host.name, "*", None, None, "confirm")
-        return HostResult(host.name, "confirmed", True, seconds=seconds)
-    if state == "fired":
-        return HostResult(host.name, "restored", False, seconds=seconds,
-                          error="too late: the timer already restored the pre-deploy state")
-    return HostResult(host.name, "unchanged", True, seconds=seconds,
-                      error="nothing awaited confirmation")
+        result = HostResult(host.name, "confirmed", True)
+    elif state == "fired":
+        result = _too_late(conn)
+    else:
+        result = HostResult(host.name, "unchanged", True, error="nothing awaited confirmation")
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _too_late(conn: Connection) -> HostResult:
+    """A confirm after the timer fired: restored, or failed if its restore script failed."""
+    done = _timer_restore(conn)
+    if done is not None and not done.ok:
+        return HostResult(conn.host.name, "failed", False, restore_verified=False,
+                          error=f"too late: the on-host timer fired and its restore FAILED "
+                                f"({done.describe()}); the host may be half-restored: run "
+                                "`nictune rollback`")
+    return HostResult(conn.host.name, "restored", False,
+                      error="too late: the timer already restored the pre-deploy state")

@@ -70,6 +70,8 @@ def test_valid_inventory_resolves_paths(tmp_path: Path) -> None:
     ({"user": "root\n"}, "user"),
     ({"root": "/srv/lab\n"}, "root"),
     ({"key_file": "k" * 300}, "key_file"),  # (ENAMETOOLONG was a traceback)
+    ({"key_file": "~nosuchuser-nictune/key"}, "key_file"),  # (RuntimeError was a traceback)
+    ({"known_hosts": "~nosuchuser-nictune/known_hosts"}, "known_hosts"),
 ])
 def test_bad_host_fields(tmp_path: Path, host: dict, field: str) -> None:
     with pytest.raises(InventoryError, match=f"hosts.rx1.{field}"):

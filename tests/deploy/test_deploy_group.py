@@ -1,0 +1,63 @@
+"""Ctrl-C during a multi-host run: what finished is kept and printed, nothing more starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nictune.cli import main
+from nictune.deploy import hosts_cli
+from nictune.deploy.group import GroupInterrupted, GroupResult, HostOutcome, run_group
+from nictune.deploy.inventory import HostInventory
+from nictune.deploy.transaction import HostResult
+
+
+def test_ctrl_c_keeps_what_finished_and_starts_nothing_more() -> None:
+    hosts = [HostInventory(f"h{i}", "192.0.2.1") for i in range(4)]
+    ran: list[str] = []
+
+    def one(host: HostInventory) -> str:
+        ran.append(host.name)
+        if host.name == "h1":  # Ctrl-C while h1 runs: h1 still finishes
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.3)
+        return host.name
+
+    assert threading.current_thread() is threading.main_thread()
+    with pytest.raises(GroupInterrupted) as stop:
+        run_group(hosts, one, workers=1)
+    group = stop.value.result
+    assert list(group.outcomes) == ["h0", "h1"] and group.succeeded == ["h0", "h1"]
+    assert group.not_started == ["h2", "h3"] and ran == ["h0", "h1"]
+    assert not group.ok and group.to_json()["not_started"] == ["h2", "h3"]
+
+
+def test_cli_prints_the_finished_hosts_after_ctrl_c(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "key").write_text("x")
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text("defaults: {key_file: key}\nhosts:\n  h0: {address: 192.0.2.1}\n"
+                   "  h1: {address: 192.0.2.2}\n")
+    done = GroupResult(outcomes={"h0": HostOutcome("h0", True, HostResult(
+        "h0", "rolled-back", True))}, not_started=["h1"])
+
+    def interrupted(*_a: object, **_k: object) -> GroupResult[Any]:
+        raise GroupInterrupted(done)
+
+    monkeypatch.setattr(hosts_cli, "run_group", interrupted)
+    assert main(["rollback", "--inventory", str(inv)]) == 130
+    out = capsys.readouterr()
+    assert "h0: rolled-back" in out.out and "not started (interrupted): h1" in out.out
+    assert "interrupted" in out.err
+    assert main(["rollback", "--inventory", str(inv), "--json"]) == 130
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is False and doc["not_started"] == ["h1"]
+    assert doc["hosts"]["h0"]["status"] == "rolled-back"

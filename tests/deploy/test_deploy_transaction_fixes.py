@@ -1,0 +1,342 @@
+"""Transactions without a lab, on a fake host in a temporary directory.
+
+Its probe is built in memory (`FakeHost.probe` stands in for `probe_host`) from a few
+fake interfaces; PF_RING's files and the on-host timer are real files under the host's
+`root`, and the transaction's commands for them (arm, apply, verify, disarm, restore) run
+in a local `sh`. `ShellConn` runs only commands that name that
+directory and refuses, before running it, any command that names ethtool, /sys or /proc
+(but the timer's own read of /proc/PID/cmdline): nothing can touch this machine's NICs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nictune.deploy import transaction as tx
+from nictune.deploy.inventory import HostInventory
+from nictune.deploy.probe import HostProbe, NicProbe
+from nictune.deploy.transaction import (
+    HostResult,
+    Options,
+    Watchdog,
+    apply_host,
+    apply_knobs,
+    confirm_host,
+    read_knobs,
+    restore_host,
+    snapshot_path,
+)
+from nictune.deploy.transport import CommandResult, Connection, HostError, command_line
+from nictune.model import NicSetting
+
+# Already the shape of active_wait on eth1, so deploying it changes only PF_RING's files.
+SETTING = NicSetting("active_wait", ring_slots=2048)
+FORBIDDEN = re.compile(r"ethtool|/sys/|/proc/(?!\$p/cmdline)")
+TIMER = "var/lib/nictune"
+
+
+@dataclass
+class Device:
+    bus: str
+    coalesce: dict[str, Any]
+    rx: int
+
+
+class ShellConn(Connection):
+    """Runs commands in a local sh; only those confined to the host's temporary root."""
+
+    def __init__(self, host: HostInventory):
+        super().__init__(host)
+        self.commands: list[str] = []
+
+    def connect(self) -> ShellConn:
+        return self
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+    def run(self, cmd: str | Sequence[str], *, timeout: float | None = None,
+            sudo: bool | None = None, stdin: bytes | None = None,
+            check: bool = False) -> CommandResult:
+        line = command_line(cmd)
+        text = line + (stdin or b"").decode()
+        assert self.host.root != "/" and self.host.root in line, f"not confined: {line!r}"
+        assert not FORBIDDEN.search(text), f"would touch this machine: {text!r}"
+        self.commands.append(line)
+        p = subprocess.run(["sh", "-c", line], input=stdin or b"", capture_output=True,
+                           timeout=timeout or 30)
+        res = CommandResult(line, p.returncode, p.stdout.decode(), p.stderr.decode(), 0.0)
+        if check and not res.ok:
+            raise HostError(self.host.name, f"{line[:80]!r} failed: {res.error_line()}")
+        return res
+
+
+class FakeHost:
+    """Interfaces (name -> Device) as the probe shows them; files under `root`."""
+
+    def __init__(self, tmp: Path):
+        self.tmp, self.root = tmp, tmp / "root"
+        self.devices = {
+            "eth1": Device("0000:01:00.0", {"rx-usecs": 0, "rx-frames": 1,
+                                            "adaptive-rx": False}, 2048),
+            "eth2": Device("0000:02:00.0", {"rx-usecs": 8, "rx-frames": 0,
+                                            "adaptive-rx": True}, 1024),
+        }
+
+    def inventory(self, nics: dict[str, str], address: str = "192.0.2.7") -> HostInventory:
+        return HostInventory("rx1", address, nics=nics, root=str(self.root),
+                             state_dir=self.tmp / ".nictune")
+
+    def _file(self, path: str) -> str | None:
+        f = self.root / path
+        return f.read_text() if f.exists() else None
+
+    def probe(self, conn: Connection) -> HostProbe:
+        timer = next((s for s in ("armed", "fired") if (self.root / TIMER / s).exists()),
+                     "none")
+        nics = {}
+        for nic, iface in conn.host.nics.items():
+            d = self.devices.get(iface)
+            nics[nic] = NicProbe(nic, iface, exists=False) if d is None else NicProbe(
+                nic, iface, driver="ixgbe", bus_info=d.bus, coalesce=dict(d.coalesce),
+                ring={"current": {"rx": d.rx}, "max": {"rx": 4096}},
+                napi={"gro_flush_timeout": 0, "napi_defer_hard_irqs": 0},
+                capture_profile=self._file(f"etc/nictune/capture/{iface}.json"))
+        return HostProbe(conn.host.name, cpus=4, sysctls={"busy_read": 0, "busy_poll": 0},
+                         pfring_conf=self._file("etc/pf_ring/pf_ring.conf"), timer=timer,
+                         nics=nics)
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHost]:
+    """A fake host; afterwards no on-host timer of it is left running."""
+    host = FakeHost(tmp_path)
+    monkeypatch.setattr(tx, "probe_host", host.probe)
+    yield host
+    if (host.root / TIMER).exists():
+        Watchdog(ShellConn(host.inventory({}))).disarm()
+
+
+def snapshot(host: HostInventory) -> dict[str, Any]:
+    return json.loads(snapshot_path(host.state_dir, host.name).read_text())
+
+
+def deploy(host: HostInventory, settings: dict[str, NicSetting] | None = None,
+           opts: Options | None = None) -> HostResult:
+    return apply_host(ShellConn(host), host, settings or {"nic-1": SETTING}, opts)
+
+
+def wait_for(path: Path, limit: float = 10.0) -> None:
+    deadline = time.monotonic() + limit
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.05)
+
+
+def arm_failing_timer(host: HostInventory, seconds: float = 1.0) -> str:
+    """Arm a timer whose restore script fails as ethtool does; wait until it ran."""
+    token = "f" * 32
+    Watchdog(ShellConn(host)).arm(["echo 'netlink error: Invalid argument' >&2; false"],
+                                  seconds, token)
+    wait_for(Path(host.root) / TIMER / "restore.rc")
+    return token
+
+
+# ----------------------------------------------------------------- the snapshot's NIC mapping
+
+
+def test_deploy_records_each_nics_interface_and_bus(fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    result = deploy(host)
+    assert (result.status, result.ok) == ("applied", True), result.error
+    doc = snapshot(host)
+    assert doc["nictune_snapshot"] == 2 and doc["address"] == "192.0.2.7"
+    assert doc["nics"] == {"nic-1": {"iface": "eth1", "bus_info": "0000:01:00.0"}}
+    wider = fake.inventory({"nic-1": "eth1", "nic-2": "eth2"})
+    assert deploy(wider).ok
+    assert snapshot(host)["nics"]["nic-2"] == {"iface": "eth2", "bus_info": "0000:02:00.0"}
+    assert snapshot(host)["taken"] == doc["taken"]  # the original snapshot, extended
+
+
+def test_rollback_and_deploy_refuse_a_nic_that_now_names_another_interface(
+        fake: FakeHost) -> None:
+    assert deploy(fake.inventory({"nic-1": "eth1"})).ok
+    moved = fake.inventory({"nic-1": "eth2"})  # the operator "corrects" the inventory
+    before = snapshot(moved)
+    for run in (restore_host, lambda c, h: apply_host(c, h, {"nic-1": SETTING})):
+        conn = ShellConn(moved)
+        result = run(conn, moved)
+        assert (result.status, result.ok) == ("refused", False)
+        assert "nic-1" in result.error and "eth1" in result.error and "eth2" in result.error
+        assert conn.commands == []  # nothing ran on the host
+    assert snapshot(moved) == before  # kept (not archived), so it can still be used
+    back = fake.inventory({"nic-1": "eth1"})  # the fix the message suggests
+    result = restore_host(ShellConn(back), back)
+    assert result.status == "rolled-back", result.error
+    assert not (fake.root / "etc/nictune/capture/eth1.json").exists()
+
+
+def test_same_name_on_another_bus_address_is_refused(fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    assert deploy(host).ok
+    fake.devices["eth1"].bus, fake.devices["eth2"].bus = "0000:02:00.0", "0000:01:00.0"
+    result = restore_host(ShellConn(host), host)  # udev swapped the names
+    assert result.status == "refused"
+    assert "0000:02:00.0" in result.error and "0000:01:00.0" in result.error
+
+
+def test_an_interface_under_a_new_nic_id_is_refused(fake: FakeHost) -> None:
+    assert deploy(fake.inventory({"nic-1": "eth1"})).ok
+    renamed = fake.inventory({"uplink": "eth1"})
+    result = apply_host(ShellConn(renamed), renamed, {"uplink": SETTING})
+    assert result.status == "refused" and "under the NIC id nic-1" in result.error
+
+
+def test_another_address_is_refused(fake: FakeHost) -> None:
+    assert deploy(fake.inventory({"nic-1": "eth1"})).ok
+    elsewhere = fake.inventory({"nic-1": "eth1"}, address="192.0.2.99")
+    result = restore_host(ShellConn(elsewhere), elsewhere)
+    assert result.status == "refused"
+    assert "192.0.2.7" in result.error and "192.0.2.99" in result.error
+
+
+def test_rollback_refuses_a_nic_dropped_from_the_inventory(fake: FakeHost) -> None:
+    fake.devices["eth2"].coalesce, fake.devices["eth2"].rx = fake.devices["eth1"].coalesce, 2048
+    assert deploy(fake.inventory({"nic-1": "eth1", "nic-2": "eth2"}),
+                  {"nic-1": SETTING, "nic-2": SETTING}).ok
+    fewer = fake.inventory({"nic-1": "eth1"})
+    result = restore_host(ShellConn(fewer), fewer)
+    assert result.status == "refused" and "add `nic-2: eth2`" in result.error
+    assert deploy(fewer).ok  # a deploy keeps nic-2's originals: nothing to refuse
+
+
+def test_a_snapshot_without_mapping_still_loads_and_says_so(fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    doc = {"nictune_snapshot": 1, "host": "rx1", "address": "192.0.2.7", "taken": "t",
+           "knobs": read_knobs(fake.probe(ShellConn(host)))}
+    snapshot_path(host.state_dir, "rx1").parent.mkdir(parents=True)
+    snapshot_path(host.state_dir, "rx1").write_text(json.dumps(doc))
+    result = restore_host(ShellConn(host), host, Options(dry_run=True))
+    assert result.status == "dry-run"
+    assert any(n.nic == "nic-1" and "unknown" in n.detail for n in result.notes)
+    assert deploy(fake.inventory({"nic-1": "eth1", "nic-2": "eth2"})).ok
+    assert list(snapshot(host)["nics"]) == ["nic-2"]  # nic-1's is never guessed afterwards
+
+
+def test_a_corrupt_mapping_is_refused(fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    assert deploy(host).ok
+    path = snapshot_path(host.state_dir, "rx1")
+    path.write_text(json.dumps({**snapshot(host), "nics": {"nic-1": "eth1"}}))
+    with pytest.raises(HostError, match="corrupt"):
+        restore_host(ShellConn(host), host)
+
+
+# ----------------------------------------------------------------- dry run
+
+
+def test_dry_run_plans_a_nic_the_snapshot_lacks_like_a_deploy(fake: FakeHost) -> None:
+    assert deploy(fake.inventory({"nic-1": "eth1"})).ok
+    wider = fake.inventory({"nic-1": "eth1", "nic-2": "eth2"})
+    before = snapshot(wider)
+    both = {"nic-1": SETTING, "nic-2": SETTING}
+    dry = deploy(wider, both, Options(dry_run=True))
+    assert dry.status == "dry-run"
+    assert snapshot(wider) == before  # a dry run writes nothing
+    # what a deploy would plan: here nothing was changed yet, so the same as on a host
+    # nictune never saw
+    fresh = deploy(replace(wider, state_dir=fake.tmp / "fresh"), both, Options(dry_run=True))
+    assert [c.to_json() for c in dry.changes] == [c.to_json() for c in fresh.changes]
+    assert dry.notes == fresh.notes  # (no "rx-usecs is n/a on eth2")
+    assert "nic/nic-2/coalesce/rx-usecs" in {c.knob for c in dry.changes}
+
+
+# ----------------------------------------------------------------- the on-host timer
+
+
+def test_confirm_after_the_timer_restored(fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    assert deploy(host, opts=Options(confirm_timeout=1)).status == "pending-confirm"
+    wait_for(fake.root / TIMER / "restore.rc")
+    result = confirm_host(ShellConn(host), host)
+    assert (result.status, result.ok) == ("restored", False)
+    assert not (fake.root / "etc/nictune/capture/eth1.json").exists()
+
+
+def test_confirm_reports_a_timer_restore_that_failed(fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    arm_failing_timer(host)
+    result = confirm_host(ShellConn(host), host)
+    assert (result.status, result.ok, result.restore_verified) == ("failed", False, False)
+    assert "exit code 1" in result.error and "netlink error" in result.error
+    assert "nictune rollback" in result.error
+    audit = [json.loads(x) for x in (host.state_dir / "audit.jsonl").read_text().splitlines()]
+    assert [(a["action"], a["ok"]) for a in audit] == [("timer-restore", False)]
+    assert confirm_host(ShellConn(host), host).status == "unchanged"  # reported once
+
+
+def test_the_next_deploy_notes_a_timer_restore_that_failed(fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    arm_failing_timer(host)
+    result = deploy(host)
+    assert result.ok, result.error
+    warned = [n.detail for n in result.notes if n.backend == "timer"]
+    assert len(warned) == 1 and "FAILED" in warned[0] and "exit code 1" in warned[0]
+    assert not [n for n in deploy(host).notes if n.backend == "timer"]
+
+
+def test_disarm_leaves_another_arming_alone(fake: FakeHost) -> None:
+    host = fake.inventory({})
+    wd, mine, other = Watchdog(ShellConn(host)), "a" * 32, "b" * 32
+    wd.arm(["true"], 60, mine)
+    pid = int((fake.root / TIMER / "watchdog.pid").read_text())
+    assert wd.disarm(other) == "none"
+    assert (fake.root / TIMER / "armed").read_text().strip() == mine
+    assert wd.disarm(mine) == "disarmed"
+    deadline = time.monotonic() + 5
+    while _alive(pid):
+        assert time.monotonic() < deadline, "the timer still runs after its disarm"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as fh:  # (a zombie has exited)
+        return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_disarm_says_fired_only_for_its_own_arming(fake: FakeHost) -> None:
+    host = fake.inventory({})
+    token = arm_failing_timer(host)
+    wd = Watchdog(ShellConn(host))
+    assert wd.disarm("c" * 32) == "none"
+    assert wd.disarm(token) == "fired"
+
+
+def test_apply_knobs_refuses_while_a_deploy_awaits_confirmation(fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    saved = read_knobs(fake.probe(ShellConn(host)))
+    pending = deploy(host, opts=Options(confirm_timeout=60))
+    assert pending.status == "pending-confirm"
+    script = (fake.root / TIMER / "restore.sh").read_text()
+    result = apply_knobs(ShellConn(host), host, saved)
+    assert (result.status, result.ok) == ("refused", False)
+    assert "awaits confirmation" in result.error
+    assert (fake.root / TIMER / "armed").read_text().strip() == pending.token
+    assert (fake.root / TIMER / "restore.sh").read_text() == script  # its guard intact
