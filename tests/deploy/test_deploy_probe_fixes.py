@@ -59,7 +59,7 @@ class FakeHost:
     def __init__(self, base: Path, nics: dict[str, str]):
         self.sysroot, self.root, self.bin = base / "kernel", base / "root", base / "bin"
         self.inventory = HostInventory(name="h1", address="10.0.0.2", nics=nics,
-                                       root=str(self.root))
+                                       root=str(self.root), state_dir=base / "state")
         self.env = {"PATH": f"{self.bin}:/usr/bin:/bin", "SSH_CONNECTION": SSH}
         self.bin.mkdir(parents=True)
         self.write("ethtool", ETHTOOL, self.bin, executable=True)
@@ -170,9 +170,8 @@ def test_pfring_conf_round_trips_byte_exactly(host: FakeHost, tmp_path: Path,
     conf = put(host, PFRING_CONF, data)
     probe = host.probe()
     assert probe.pfring_conf == data and probe.ssh_iface == "eth1"
-    state = tmp_path / "state"
-    ensure_snapshot(state, host.inventory, read_knobs(probe))
-    saved = load_snapshot(state, host.inventory.name)
+    ensure_snapshot(host.inventory, probe, None, read_knobs(probe))
+    saved = load_snapshot(host.inventory.state_dir, host.inventory.name)
     assert saved is not None and saved["host/pfring/conf"] == data
     conf.write_text("min_num_slots=8192\n")  # what a deploy wrote
     ctx = HostContext(host.inventory, host.probe(), saved)
