@@ -428,13 +428,24 @@ def _backend(name: str) -> Any:
 
 
 def _mgmt_refusal(ctx: HostContext, changes: list[Change]) -> str:
-    ssh = ctx.probe.ssh_iface
+    """Why a guarded change may cut the SSH session ("" if none can): it touches the
+    interface carrying it or a device under it (VLAN parent, bond slave, bridge port), or
+    that interface is unknown."""
+    mgmt, ssh = ctx.probe.mgmt_ifaces, ctx.probe.ssh_iface
     for c in changes:
         nic = split_key(c.knob)[0]
-        if nic and getattr(_backend(c.backend), "MGMT_GUARDED", False) and \
-                ctx.host.nics.get(nic) == ssh:
-            return (f"{c.backend} change on {ssh} ({c.knob}: {c.before} -> {c.after}) would "
-                    "touch the interface carrying the SSH session; pass --allow-mgmt-iface")
+        if not nic or not getattr(_backend(c.backend), "MGMT_GUARDED", False):
+            continue
+        iface = ctx.host.nics.get(nic)
+        what = f"{c.backend} change on {iface} ({c.knob}: {c.before} -> {c.after})"
+        if mgmt is None:
+            return (f"{what}: cannot tell which interface carries the SSH session (no "
+                    "$SSH_CONNECTION, no `ip` output, or no interface holds its address); "
+                    "pass --allow-mgmt-iface")
+        if iface in mgmt:
+            under = "" if iface == ssh else f" (it is under {ssh}, which does)"
+            return (f"{what} would touch the interface carrying the SSH session{under}; "
+                    "pass --allow-mgmt-iface")
     return ""
 
 

@@ -147,6 +147,22 @@ def test_mgmt_interface_guard(shared: Path) -> None:
     assert _mgmt_refusal(ctx, changes) == ""  # coalescing only: allowed
 
 
+def test_mgmt_guard_covers_devices_under_the_session_and_an_unknown_session(
+        shared: Path) -> None:
+    probe = parse_probe(HOST, probe_text(shared))  # the session on another interface
+    current = read_knobs(probe)
+    ctx = HostContext(HOST, probe, current, {"nic-1": NicSetting("active_wait",
+                                                                 ring_slots=2048)})
+    changes, _ = plan_changes(ctx, current)
+    assert _mgmt_refusal(ctx, changes) == ""
+    probe.ssh_iface, probe.mgmt_ifaces = "bond0", ["bond0", HOST.nics["nic-1"]]
+    assert "(it is under bond0, which does); pass --allow-mgmt-iface" in _mgmt_refusal(
+        ctx, changes)
+    probe.ssh_iface = probe.mgmt_ifaces = None
+    assert "cannot tell which interface carries the SSH session" in _mgmt_refusal(
+        ctx, changes)
+
+
 def test_read_back_comparisons() -> None:
     assert ring.matches("nic/n/ring/rx", 1000, 1024)  # driver rounded up to a power of 2
     assert ring.matches("nic/n/ring/rx", 4100, 4096)  # multiple of 8

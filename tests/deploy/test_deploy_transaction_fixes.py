@@ -117,7 +117,7 @@ class FakeHost:
                 capture_profile=self._file(f"etc/nictune/capture/{iface}.json"))
         return HostProbe(conn.host.name, cpus=4, sysctls={"busy_read": 0, "busy_poll": 0},
                          pfring_conf=self._file("etc/pf_ring/pf_ring.conf"), timer=timer,
-                         nics=nics)
+                         nics=nics, ssh_iface="eth0", mgmt_ifaces=["eth0"])
 
 
 @pytest.fixture
