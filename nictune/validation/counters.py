@@ -5,7 +5,8 @@ numbers), NET_RX in `/proc/softirqs`, `/proc/stat` (CPU jiffies, all interrupts,
 switches), the interface's line in `/proc/net/dev`, and `ethtool -S`. A veth has no IRQ
 lines: its interrupts are reported as absent (None), not as zero; NET_RX and
 /proc/stat are system-wide, so other work on the host shows up in them (said in the
-report).
+report). A snapshot that is malformed where it is read (a value that is no count, a
+truncated line) raises RunError naming the file and the line.
 """
 
 from __future__ import annotations
@@ -15,37 +16,65 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from nictune.deploy.parsers import is_count
+from nictune.errors import RunError
 
 NET_DEV_FIELDS = ("rx_bytes", "rx_packets", "rx_errs", "rx_drop", "rx_fifo", "rx_frame")
+NET_DEV_COLUMNS = 16  # receive and transmit counters of one /proc/net/dev line
 _DROP_KEY = re.compile(r"drop|miss|no_buf|nobuf|fifo|discard|overrun", re.I)
 
 
-def parse_interrupts(text: str, iface: str, irqs: tuple[str, ...] = ()) -> dict[str, int] | None:
+def _count(token: str, where: str) -> int:
+    """A counter's value; anything else is a malformed snapshot (a one-line RunError)."""
+    if not is_count(token):
+        raise RunError(f"{where}: expected a count, got {token[:40]!r}")
+    return int(token)
+
+
+def _cpu_columns(header: str) -> int | None:
+    """How many CPUs a `CPU0 CPU1 ...` header names (None: the line is no such header)."""
+    tokens = header.split()
+    return len(tokens) if tokens and all(t.startswith("CPU") for t in tokens) else None
+
+
+def parse_interrupts(text: str, iface: str,
+                     irqs: tuple[str, ...] = ()) -> dict[str, int] | None:
     """Total per IRQ line of the NIC (summed over CPUs); None if the NIC has no lines."""
     lines = text.splitlines()
-    if not lines:
-        return None
-    ncpu = len(lines[0].split())
+    ncpu = _cpu_columns(lines[0]) if lines else None
     name = re.compile(rf"(^|[\s:@-]){re.escape(iface)}($|[\s:@-])")
     out: dict[str, int] = {}
-    for line in lines[1:]:
-        head, _, rest = line.partition(":")
-        irq = head.strip()
-        fields = rest.split()
-        counts = [int(x) for x in fields[:ncpu] if is_count(x)]
-        label = " ".join(fields[len(counts):])
-        if irq in irqs or (not irqs and name.search(label) and is_count(irq)):
-            out[irq] = sum(counts)
+    for line in lines:
+        head, sep, rest = line.partition(":")
+        irq, fields = head.strip(), rest.split()
+        n = 0
+        while n < len(fields) and n != ncpu and is_count(fields[n]):
+            n += 1
+        label = " ".join(fields[n:])
+        if sep and (irq in irqs or (not irqs and name.search(label) and is_count(irq))):
+            if ncpu is not None and n != ncpu:
+                raise RunError(f"/proc/interrupts: IRQ {irq}: {n} of {ncpu} CPU counts")
+            out[irq] = sum(int(x) for x in fields[:n])
     return out or None
 
 
 def parse_softirqs(text: str, kind: str = "NET_RX") -> int:
     """The `kind` row of /proc/softirqs, summed over CPUs (0 if absent)."""
-    for line in text.splitlines():
+    lines = text.splitlines()
+    ncpu = _cpu_columns(lines[0]) if lines else None
+    for line in lines:
         head, _, rest = line.partition(":")
         if head.strip() == kind:
-            return sum(int(x) for x in rest.split())
+            counts = [_count(x, f"/proc/softirqs: {kind}") for x in rest.split()]
+            if ncpu is not None and len(counts) != ncpu:
+                raise RunError(f"/proc/softirqs: {kind}: {len(counts)} of {ncpu} CPU counts")
+            return sum(counts)
     return 0
+
+
+def _stat_value(parts: list[str]) -> int:
+    if len(parts) < 2:
+        raise RunError(f"/proc/stat: {parts[0]}: no value")
+    return _count(parts[1], f"/proc/stat: {parts[0]}")
 
 
 def parse_stat(text: str) -> dict[str, int]:
@@ -57,11 +86,10 @@ def parse_stat(text: str) -> dict[str, int]:
         if not parts:
             continue
         if parts[0] == "cpu":
-            out.update({f"cpu_{k}": int(v) for k, v in zip(kinds, parts[1:], strict=False)})
-        elif parts[0] == "intr" and len(parts) > 1:
-            out["intr"] = int(parts[1])
-        elif parts[0] == "ctxt":
-            out["ctxt"] = int(parts[1])
+            out.update({f"cpu_{k}": _count(v, "/proc/stat: cpu")
+                        for k, v in zip(kinds, parts[1:], strict=False)})
+        elif parts[0] in ("intr", "ctxt"):
+            out[parts[0]] = _stat_value(parts)
     return out
 
 
@@ -70,7 +98,11 @@ def parse_net_dev(text: str, iface: str) -> dict[str, int] | None:
     for line in text.splitlines():
         head, sep, rest = line.partition(":")
         if sep and head.strip() == iface:
-            values = [int(x) for x in rest.split()]
+            fields = rest.split()
+            if len(fields) < NET_DEV_COLUMNS:
+                raise RunError(f"/proc/net/dev: {iface}: {len(fields)} counters, expected "
+                               f"{NET_DEV_COLUMNS}")
+            values = [_count(x, f"/proc/net/dev: {iface}") for x in fields]
             return dict(zip(NET_DEV_FIELDS, values, strict=False))
     return None
 
@@ -81,7 +113,7 @@ def parse_ethtool_stats(text: str) -> dict[str, int]:
     for line in text.splitlines():
         key, sep, value = line.strip().rpartition(":")
         value = value.strip()
-        if sep and key and is_count(value.lstrip("-")):
+        if sep and key and is_count(value):
             out[key.strip()] = int(value)
     return out
 

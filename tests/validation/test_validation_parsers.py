@@ -91,7 +91,7 @@ def test_failed_runs_raise_with_hping3s_reason(name: str, reason: str) -> None:
 
 
 def test_veth_counters_from_a_real_capture() -> None:
-    raw = json.loads((DATA / "veth-counters.json").read_text())
+    raw = veth_snapshot()
     d = counters.delta(raw["before"], raw["after"], raw["iface"])
     assert d.nic_interrupts is None  # a veth has no IRQ lines
     assert d.rx_packets is not None and d.rx_packets >= raw["packets"]
@@ -99,6 +99,47 @@ def test_veth_counters_from_a_real_capture() -> None:
     assert d.rx_drop == 0 and d.nic_drops == 0
     assert d.net_rx_softirqs > 0 and d.host_interrupts > 0 and d.context_switches > 0
     assert d.cpu_busy_s >= 0
+
+
+def veth_snapshot() -> dict:
+    return json.loads((DATA / "veth-counters.json").read_text())
+
+
+@pytest.mark.parametrize("source, line, garbled, message", [
+    ("/proc/softirqs", "NET_RX:   58454301   51335366", "NET_RX:   58454301   ab",
+     "/proc/softirqs: NET_RX: expected a count, got 'ab'"),
+    ("/proc/softirqs", "NET_RX:   58454301   51335366", "NET_RX:   58454301",
+     "/proc/softirqs: NET_RX: 1 of 2 CPU counts"),
+    ("/proc/stat", "ctxt 1060141", "ctxt", "/proc/stat: ctxt: no value"),
+    ("/proc/stat", "ctxt 1060141", "ctxt 10601x", "/proc/stat: ctxt: expected a count"),
+    ("/proc/net/dev", "vb5873: 56350358554 109758871    0    0",
+     "vb5873: 56350358554 109758871\n", "/proc/net/dev: vb5873: 2 counters, expected 16"),
+    ("/proc/net/dev", "vb5873: 56350358554", "vb5873: 5635035855x",
+     "/proc/net/dev: vb5873: expected a count, got '5635035855x'"),
+])
+def test_malformed_snapshots_raise_one_line_run_errors(source: str, line: str, garbled: str,
+                                                       message: str) -> None:
+    """A truncated or garbled /proc file from the receiver is a failed run with a message
+    naming the file and the line, never a ValueError/IndexError/KeyError traceback."""
+    raw = veth_snapshot()
+    text = raw["after"][source]
+    assert line in text
+    if garbled.endswith("\n"):  # cut the line after `garbled`
+        start = text.index(line)
+        text = text[:start] + garbled + text[text.index("\n", start) + 1:]
+    else:
+        text = text.replace(line, garbled)
+    with pytest.raises(RunError) as err:
+        counters.delta(raw["before"], {**raw["after"], source: text}, raw["iface"])
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_nic_interrupt_line_with_a_missing_cpu_count_is_an_error(shared: Path) -> None:
+    text = (shared / "data" / "ethtool-samples" / "igb__proc-interrupts__1.txt").read_text()
+    cut = text.replace("2819389       4036", "2819389")  # eth0-rx-1 lost its CPU1 column
+    with pytest.raises(RunError, match=r"^/proc/interrupts: IRQ 59: 3 of 4 CPU counts$"):
+        counters.parse_interrupts(cut, "eth0")
+    assert counters.parse_interrupts(cut, "eth1")  # whole lines of other NICs still read
 
 
 @pytest.mark.parametrize("sample, iface, lines", [
