@@ -5,7 +5,8 @@ numbers), NET_RX in `/proc/softirqs`, `/proc/stat` (CPU jiffies, all interrupts,
 switches), the interface's line in `/proc/net/dev`, and `ethtool -S`. A veth has no IRQ
 lines: its interrupts are reported as absent (None), not as zero; NET_RX and
 /proc/stat are system-wide, so other work on the host shows up in them (said in the
-report). A snapshot that is malformed where it is read (a value that is no count, a
+report). Per-CPU IRQ and softirq counts are 32-bit and wrap: deltas are taken per CPU,
+modulo 2**32. A snapshot that is malformed where it is read (a value that is no count, a
 truncated line) raises RunError naming the file and the line.
 """
 
@@ -20,6 +21,7 @@ from nictune.errors import RunError
 
 NET_DEV_FIELDS = ("rx_bytes", "rx_packets", "rx_errs", "rx_drop", "rx_fifo", "rx_frame")
 NET_DEV_COLUMNS = 16  # receive and transmit counters of one /proc/net/dev line
+WRAP = 2 ** 32  # per-CPU IRQ and softirq counts are unsigned int in the kernel
 _DROP_KEY = re.compile(r"drop|miss|no_buf|nobuf|fifo|discard|overrun", re.I)
 
 
@@ -36,13 +38,19 @@ def _cpu_columns(header: str) -> int | None:
     return len(tokens) if tokens and all(t.startswith("CPU") for t in tokens) else None
 
 
+def _increase(after: list[int], before: list[int]) -> int:
+    """Sum of per-CPU increases of 32-bit counters: one that wrapped still counts up."""
+    before = before + [0] * (len(after) - len(before))  # a line or CPU new since `before`
+    return sum((a - b) % WRAP for a, b in zip(after, before, strict=False))
+
+
 def parse_interrupts(text: str, iface: str,
-                     irqs: tuple[str, ...] = ()) -> dict[str, int] | None:
-    """Total per IRQ line of the NIC (summed over CPUs); None if the NIC has no lines."""
+                     irqs: tuple[str, ...] = ()) -> dict[str, list[int]] | None:
+    """Per-CPU counts of each IRQ line of the NIC; None if the NIC has no lines."""
     lines = text.splitlines()
     ncpu = _cpu_columns(lines[0]) if lines else None
     name = re.compile(rf"(^|[\s:@-]){re.escape(iface)}($|[\s:@-])")
-    out: dict[str, int] = {}
+    out: dict[str, list[int]] = {}
     for line in lines:
         head, sep, rest = line.partition(":")
         irq, fields = head.strip(), rest.split()
@@ -53,12 +61,12 @@ def parse_interrupts(text: str, iface: str,
         if sep and (irq in irqs or (not irqs and name.search(label) and is_count(irq))):
             if ncpu is not None and n != ncpu:
                 raise RunError(f"/proc/interrupts: IRQ {irq}: {n} of {ncpu} CPU counts")
-            out[irq] = sum(int(x) for x in fields[:n])
+            out[irq] = [int(x) for x in fields[:n]]
     return out or None
 
 
-def parse_softirqs(text: str, kind: str = "NET_RX") -> int:
-    """The `kind` row of /proc/softirqs, summed over CPUs (0 if absent)."""
+def parse_softirqs(text: str, kind: str = "NET_RX") -> list[int]:
+    """The per-CPU counts of the `kind` row of /proc/softirqs ([] if absent)."""
     lines = text.splitlines()
     ncpu = _cpu_columns(lines[0]) if lines else None
     for line in lines:
@@ -67,8 +75,8 @@ def parse_softirqs(text: str, kind: str = "NET_RX") -> int:
             counts = [_count(x, f"/proc/softirqs: {kind}") for x in rest.split()]
             if ncpu is not None and len(counts) != ncpu:
                 raise RunError(f"/proc/softirqs: {kind}: {len(counts)} of {ncpu} CPU counts")
-            return sum(counts)
-    return 0
+            return counts
+    return []
 
 
 def _stat_value(parts: list[str]) -> int:
@@ -143,7 +151,8 @@ def delta(before: dict[str, str], after: dict[str, str], iface: str, hz: int = 1
     """Counter deltas between two snapshots `{source: raw text}` taken by the agent."""
     i0 = parse_interrupts(before.get("/proc/interrupts", ""), iface, irqs)
     i1 = parse_interrupts(after.get("/proc/interrupts", ""), iface, irqs)
-    nic_irq = None if i0 is None or i1 is None else sum(i1.values()) - sum(i0.values())
+    nic_irq = None if i0 is None or i1 is None else sum(
+        _increase(counts, i0.get(irq, [])) for irq, counts in i1.items())
     s0 = parse_stat(before.get("/proc/stat", ""))
     s1 = parse_stat(after.get("/proc/stat", ""))
 
@@ -159,8 +168,8 @@ def delta(before: dict[str, str], after: dict[str, str], iface: str, hz: int = 1
     drop_keys = [k for k in e1 if _DROP_KEY.search(k)]
     return CounterDelta(
         nic_interrupts=nic_irq,
-        net_rx_softirqs=parse_softirqs(after.get("/proc/softirqs", ""))
-        - parse_softirqs(before.get("/proc/softirqs", "")),
+        net_rx_softirqs=_increase(parse_softirqs(after.get("/proc/softirqs", "")),
+                                  parse_softirqs(before.get("/proc/softirqs", ""))),
         host_interrupts=stat("intr"),
         context_switches=stat("ctxt"),
         cpu_softirq_s=stat("cpu_softirq") / hz,

@@ -157,13 +157,32 @@ def test_interrupt_lines_of_real_nics(shared: Path, sample: str, iface: str | No
     assert found, f"no lines for {nic}"
     expected = [x for x in text.splitlines()[1:] if nic in x.split()[-1]]
     assert len(found) == len(expected)
-    assert all(v >= 0 for v in found.values())
+    ncpu = len(text.splitlines()[0].split())
+    assert all(len(counts) == ncpu for counts in found.values())
+
+
+def test_per_cpu_counts_wrap_at_32_bits(shared: Path) -> None:
+    """/proc/interrupts and /proc/softirqs count in 32 bits per CPU: a CPU whose counter
+    wrapped during the capture still adds its increase (summing over CPUs first gave a
+    delta near -2**32)."""
+    after = (shared / "data" / "ethtool-samples" / "igb__proc-interrupts__1.txt").read_text()
+    before = after.replace("4251905", "4294967000")  # eth0-rx-0, CPU0
+    raw = veth_snapshot()
+    softirqs = {
+        "before": raw["before"]["/proc/softirqs"].replace("58454301", "4294967200"),
+        "after": raw["after"]["/proc/softirqs"].replace("58454301", "100")}
+    d = counters.delta({"/proc/interrupts": before, "/proc/softirqs": softirqs["before"]},
+                       {"/proc/interrupts": after, "/proc/softirqs": softirqs["after"]}, "eth0")
+    assert d.nic_interrupts == 4251905 + 2**32 - 4294967000
+    assert d.net_rx_softirqs == (100 + 2**32 - 4294967200) + (51335366 - 51335066)
 
 
 def test_interrupts_by_irq_number_and_absent_nic(shared: Path) -> None:
     text = (shared / "data" / "ethtool-samples" / "mlx5_core__proc-interrupts__1.txt").read_text()
     found = counters.parse_interrupts(text, "ens1f0", irqs=("99", "109"))
-    assert found == {"99": 324 + 4360, "109": 2 + 395218}
+    assert found is not None and {k: sum(v) for k, v in found.items()} == {
+        "99": 324 + 4360, "109": 2 + 395218}
+    assert found["109"][8] == 395218 and len(found["109"]) == 12  # per CPU, no header line
     assert counters.parse_interrupts(text, "ens1f0") is None
 
 
