@@ -22,7 +22,10 @@ from nictune.errors import RunError
 NET_DEV_FIELDS = ("rx_bytes", "rx_packets", "rx_errs", "rx_drop", "rx_fifo", "rx_frame")
 NET_DEV_COLUMNS = 16  # receive and transmit counters of one /proc/net/dev line
 WRAP = 2 ** 32  # per-CPU IRQ and softirq counts are unsigned int in the kernel
-_DROP_KEY = re.compile(r"drop|miss|no_buf|nobuf|fifo|discard|overrun", re.I)
+# ethtool -S names of drop counters (rx_no_buffer_count is no drop: e1000e/igb still
+# receive the packet when their FIFO has room) and the first rx/tx word of a name
+_DROP_KEY = re.compile(r"drop|discard|miss|fifo|overrun|out_of_buffer", re.I)
+_DIRECTION = re.compile(r"(?:^|[._-])([rt]x)\d*(?=$|[._-])", re.I)
 
 
 def _count(token: str, where: str) -> int:
@@ -126,6 +129,29 @@ def parse_ethtool_stats(text: str) -> dict[str, int]:
     return out
 
 
+def _rx_drop_key(key: str) -> bool:
+    """A receive-drop counter: it names a drop and its first rx/tx word is rx
+    (`rx_xdp_tx_drops` is one, `tx_xdp_tx_drops` and `fdir_miss` are not)."""
+    direction = _DIRECTION.search(key)
+    return bool(direction and direction.group(1).lower() == "rx" and _DROP_KEY.search(key))
+
+
+def nic_drops(increases: dict[str, int]) -> int | None:
+    """The largest increase among the `ethtool -S` receive-drop counters (None: none).
+
+    Drivers repeat one drop in several counters (rx_drops and rx0_drops; rx_fifo_errors
+    and every rx_queue_N_drops; the netdev counters of /proc/net/dev), so they are not
+    added. Aggregates are preferred; per-queue counters (a number in the name) count,
+    summed over the queues, only where the driver has no aggregate."""
+    kinds: dict[str, int] = {}
+    for key, value in increases.items():
+        if _rx_drop_key(key):
+            kind = re.sub(r"\d+", "#", key)
+            kinds[kind] = kinds.get(kind, 0) + value
+    aggregates = [v for k, v in kinds.items() if "#" not in k]
+    return max(aggregates or kinds.values()) if kinds else None
+
+
 @dataclass(frozen=True)
 class CounterDelta:
     """What changed on the receiver during one capture."""
@@ -139,7 +165,10 @@ class CounterDelta:
     rx_packets: int | None
     rx_bytes: int | None
     rx_drop: int | None  # /proc/net/dev rx drop + fifo
-    nic_drops: int | None  # sum of ethtool -S counters that name drops/misses
+    nic_drops: int | None  # the largest ethtool -S receive-drop counter (see nic_drops)
+    # drops before the capture ring, each counted once: the larger of rx_drop and
+    # nic_drops (both views count the same drops in most drivers)
+    drops_before_ring: int | None
     ethtool: dict[str, int]  # every ethtool -S counter that changed
 
     def to_json(self) -> dict[str, Any]:
@@ -164,8 +193,11 @@ def delta(before: dict[str, str], after: dict[str, str], iface: str, hz: int = 1
     d1 = parse_net_dev(after.get("/proc/net/dev", ""), iface)
     e0 = parse_ethtool_stats(before.get("ethtool -S", ""))
     e1 = parse_ethtool_stats(after.get("ethtool -S", ""))
-    changed = {k: v - e0.get(k, 0) for k, v in e1.items() if v != e0.get(k, 0)}
-    drop_keys = [k for k in e1 if _DROP_KEY.search(k)]
+    increases = {k: v - e0.get(k, 0) for k, v in e1.items()}
+    rx_drop = None if d0 is None or d1 is None else (
+        d1["rx_drop"] + d1["rx_fifo"] - d0["rx_drop"] - d0["rx_fifo"])
+    nic = nic_drops(increases)
+    seen = [x for x in (rx_drop, nic) if x is not None]
     return CounterDelta(
         nic_interrupts=nic_irq,
         net_rx_softirqs=_increase(parse_softirqs(after.get("/proc/softirqs", "")),
@@ -176,8 +208,8 @@ def delta(before: dict[str, str], after: dict[str, str], iface: str, hz: int = 1
         cpu_busy_s=busy / hz,
         rx_packets=None if d0 is None or d1 is None else d1["rx_packets"] - d0["rx_packets"],
         rx_bytes=None if d0 is None or d1 is None else d1["rx_bytes"] - d0["rx_bytes"],
-        rx_drop=None if d0 is None or d1 is None else (
-            d1["rx_drop"] + d1["rx_fifo"] - d0["rx_drop"] - d0["rx_fifo"]),
-        nic_drops=sum(e1[k] - e0.get(k, 0) for k in drop_keys) if drop_keys else None,
-        ethtool=changed,
+        rx_drop=rx_drop,
+        nic_drops=nic,
+        drops_before_ring=max(seen) if seen else None,
+        ethtool={k: v for k, v in increases.items() if v},
     )

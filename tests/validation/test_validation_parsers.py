@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -96,7 +97,7 @@ def test_veth_counters_from_a_real_capture() -> None:
     assert d.nic_interrupts is None  # a veth has no IRQ lines
     assert d.rx_packets is not None and d.rx_packets >= raw["packets"]
     assert d.rx_bytes is not None and d.rx_bytes >= raw["packets"] * 500
-    assert d.rx_drop == 0 and d.nic_drops == 0
+    assert d.rx_drop == 0 and d.nic_drops == 0 and d.drops_before_ring == 0
     assert d.net_rx_softirqs > 0 and d.host_interrupts > 0 and d.context_switches > 0
     assert d.cpu_busy_s >= 0
 
@@ -140,6 +141,42 @@ def test_nic_interrupt_line_with_a_missing_cpu_count_is_an_error(shared: Path) -
     with pytest.raises(RunError, match=r"^/proc/interrupts: IRQ 59: 3 of 4 CPU counts$"):
         counters.parse_interrupts(cut, "eth0")
     assert counters.parse_interrupts(cut, "eth1")  # whole lines of other NICs still read
+
+
+def test_drops_are_receive_only_and_counted_once() -> None:
+    """virtio_net (ethtool -S captured on this project's test machine: ethtool 6.1, kernel
+    6.18) counts one receive drop in rx_drops and again in rx0_drops, and /proc/net/dev
+    counts it too: 7 drops stay 7. Summing every matching counter made 7 drops 38 in the
+    review; tx counters never count."""
+    stats = (DATA / "virtio_net-ethtool-S.txt").read_text()
+    bumped = stats
+    for key, n in (("rx_drops", 7), ("rx0_drops", 7), ("tx_xdp_tx_drops", 3),
+                   ("tx0_xdp_tx_drops", 3)):
+        bumped = re.sub(rf"(?m)^(\s+{key}: )0$", rf"\g<1>{n}", bumped)
+    dev = "  eth0: 100 2 0 {} 0 0 0 0 5 1 0 0 0 0 0 0\n"
+    d = counters.delta({"ethtool -S": stats, "/proc/net/dev": dev.format(0)},
+                       {"ethtool -S": bumped, "/proc/net/dev": dev.format(7)}, "eth0")
+    assert d.ethtool == {"rx_drops": 7, "rx0_drops": 7, "tx_xdp_tx_drops": 3,
+                         "tx0_xdp_tx_drops": 3}
+    assert (d.rx_drop, d.nic_drops, d.drops_before_ring) == (7, 7, 7)
+
+
+def test_per_queue_drops_count_where_the_driver_has_no_aggregate() -> None:
+    raw = veth_snapshot()  # a veth has only rx_queue_N_* counters
+    stats = raw["after"]["ethtool -S"].replace("rx_queue_0_drops: 0", "rx_queue_0_drops: 4")
+    d = counters.delta(raw["before"], {**raw["after"], "ethtool -S": stats}, raw["iface"])
+    assert (d.rx_drop, d.nic_drops, d.drops_before_ring) == (0, 4, 4)
+
+
+def test_nic_drops_prefers_an_aggregate_and_skips_non_drops() -> None:
+    """igb/ixgbe counter names: rx_fifo_errors is the sum of the rx_queue_N_drops,
+    rx_no_buffer_count counts descriptor stalls (the packet still arrives), fdir_miss a
+    flow-director lookup."""
+    igb = {"rx_no_buffer_count": 50, "rx_missed_errors": 3, "rx_fifo_errors": 4,
+           "rx_queue_0_drops": 2, "rx_queue_1_drops": 2, "tx_dropped": 9, "fdir_miss": 11}
+    assert counters.nic_drops(igb) == 4
+    assert counters.nic_drops({"rx_queue_0_drops": 2, "rx_queue_1_drops": 3}) == 5
+    assert counters.nic_drops({"tx_dropped": 9, "rx_packets": 5}) is None
 
 
 @pytest.mark.parametrize("sample, iface, lines", [
