@@ -115,17 +115,29 @@ def read_counters(iface: str) -> dict[str, str]:
 
 
 def load_profile(iface: str, path: str | None) -> dict[str, Any]:
-    """The capture profile the deployer wrote for `iface` ({} when there is none)."""
+    """The capture profile the deployer wrote for `iface` ({} when there is none): the
+    plan's setting (`setting`), overlaid with what the deployer realised for the host at
+    the top level — `busy_poll_us` (its SO_BUSY_POLL fallback) and, in watermark mode, the
+    watermark as clamped to PF_RING's cap."""
     path = path or os.path.join(PROFILE_DIR, f"{iface}.json")
     try:
         with open(path) as fh:
             raw = json.load(fh)
     except FileNotFoundError:
         return {}
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a JSON object")
     setting = raw.get("setting", raw)
-    return setting if isinstance(setting, dict) else {}
+    if not isinstance(setting, dict):
+        return {}
+    out = dict(setting)
+    if raw.get("busy_poll_us") is not None:
+        out["busy_poll_us"] = raw["busy_poll_us"]
+    if out.get("mode") == "watermark" and raw.get("watermark") is not None:
+        out["watermark"] = raw["watermark"]
+    return out
 
 
 class Capture:
@@ -480,7 +492,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", help="write the JSON result here (atomically)")
     p.add_argument("--json", action="store_true", help="print the JSON result")
     args = p.parse_args(argv)
-    profile = load_profile(args.iface, args.profile)
+    try:
+        profile = load_profile(args.iface, args.profile)
+    except (OSError, ValueError) as exc:  # unreadable, not JSON, not an object
+        p.error(f"capture profile: {exc}")
     args.mode = args.mode or profile.get("mode")
     if args.mode not in MODES:
         p.error(f"--mode is required (no capture profile for {args.iface})")
