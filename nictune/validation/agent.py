@@ -347,6 +347,11 @@ class PacketRing(Capture):
         self.sock.close()
 
 
+def _whole_ms(seconds: float) -> int:
+    """A PF_RING time in whole milliseconds, at least 1 (as the deployer writes it)."""
+    return max(1, round(seconds * 1000))
+
+
 class PfringCapture(Capture):
     """PF_RING through the ctypes binding; the user-space check keeps the port's packets."""
 
@@ -360,15 +365,24 @@ class PfringCapture(Capture):
             self.params["poll_watermark"] = self.ring.set_poll_watermark(
                 max(1, args.ring_slots // 2))
             self.params["poll_duration_ms"] = self.ring.set_poll_duration(
-                max(1, round(args.poll_interval * 1000)))
+                _whole_ms(args.poll_interval))
         elif mode == "watermark":
-            ms = round(args.watermark_timeout * 1000)
-            self.params["poll_watermark"] = self.ring.set_poll_watermark(args.watermark)
-            self.params["poll_duration_ms"] = self.ring.set_poll_duration(ms)
-            self.params["poll_watermark_timeout_ms"] = self.ring.set_poll_watermark_timeout(ms)
+            self._watermark(args.watermark, args.watermark_timeout)
         self.params["ring"] = "pf_ring"
         self.ring.enable()
         self.port = struct.pack("!H", args.port)
+
+    def _watermark(self, packets: int, timeout: float) -> None:
+        """Poll watermark and timeouts; no timeout (0) gets the longest poll duration, as
+        from the deployer: a poll duration of 0 makes libpfring poll(2) with timeout 0, a
+        busy spin instead of sleeping until the watermark."""
+        ms = _whole_ms(timeout) if timeout > 0 else 0
+        self.params["poll_watermark"] = self.ring.set_poll_watermark(packets)
+        self.params["poll_duration_ms"] = self.ring.set_poll_duration(ms or pfring.MAX_MS)
+        self.params["poll_watermark_timeout_ms"] = self.ring.set_poll_watermark_timeout(ms)
+        if not ms:
+            self.notes.append(f"no watermark timeout: the longest poll duration "
+                              f"({pfring.MAX_MS} ms) stands in for 'never'")
 
     def _ours(self, pkt: bytes) -> bool:
         if len(pkt) < 38 or pkt[12:14] != b"\x08\x00" or pkt[23] != 17:
