@@ -21,9 +21,10 @@ A classic BPF filter keeps only IPv4 UDP packets to the transmission's port.
 
 The JSON result: packets, bytes, first/last arrival (kernel timestamps), last delivery,
 wake-ups (poll(2) returns that found the ring ready; PF_RING: voluntary context
-switches), ring drops (PACKET_STATISTICS tp_drops / pfring_stats drop), CPU seconds and
-context switches (getrusage), raw counter snapshots taken just before and after the
-capture (/proc/interrupts, /proc/softirqs, /proc/stat, /proc/net/dev, `ethtool -S`).
+switches of the reading thread), ring drops (PACKET_STATISTICS tp_drops / pfring_stats
+drop), CPU seconds and context switches (getrusage of the reading thread), raw counter
+snapshots taken just before and after the capture (/proc/interrupts, /proc/softirqs,
+/proc/stat, /proc/net/dev, `ethtool -S`).
 """
 
 from __future__ import annotations
@@ -391,6 +392,8 @@ class PfringCapture(Capture):
         return pkt[14 + ihl + 2:14 + ihl + 4] == self.port
 
     def run(self) -> None:
+        """Receive until done. Wake-ups are the reading thread's voluntary context switches
+        (a blocking recv sleeps in poll(2)); the watchdog thread's own are not counted."""
         wait = self.args.mode != "busy_poll"
         stop = threading.Event()
 
@@ -402,24 +405,29 @@ class PfringCapture(Capture):
 
         if wait:
             threading.Thread(target=watchdog, daemon=True).start()
-        header = self.ring.header
+        switches = _rusage()[1]
         try:
-            while not stop.is_set():
-                pkt = self.ring.recv(wait)
-                if pkt is None:
-                    if self.done():
-                        break
-                    continue
-                if self._ours(pkt):
-                    ts = header.extended_hdr.timestamp_ns or (
-                        header.ts.tv_sec * 1_000_000_000 + header.ts.tv_usec * 1000)
-                    self.seen(1, header.len - 14, ts, ts)
-                    if self.args.count and self.packets >= self.args.count:
-                        self.stop_reason = "count"
-                        break
+            self._receive(wait)
         finally:
             stop.set()
+        self.wakeups = _rusage()[1] - switches
         self.notes.extend(self.ring.notes)
+
+    def _receive(self, wait: bool) -> None:
+        header = self.ring.header
+        while True:
+            pkt = self.ring.recv(wait)
+            if pkt is None:
+                if self.done():
+                    return
+                continue
+            if self._ours(pkt):
+                ts = header.extended_hdr.timestamp_ns or (
+                    header.ts.tv_sec * 1_000_000_000 + header.ts.tv_usec * 1000)
+                self.seen(1, header.len - 14, ts, ts)
+                if self.args.count and self.packets >= self.args.count:
+                    self.stop_reason = "count"
+                    return
 
     def drops(self) -> tuple[int, int]:
         stat = self.ring.stats()
@@ -430,7 +438,9 @@ class PfringCapture(Capture):
 
 
 def _rusage() -> tuple[float, int, int]:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
+    """CPU seconds, voluntary and involuntary context switches of the calling thread (the
+    reading one: PF_RING's watchdog thread wakes 10 times a second)."""
+    ru = resource.getrusage(resource.RUSAGE_THREAD)
     return ru.ru_utime + ru.ru_stime, ru.ru_nvcsw, ru.ru_nivcsw
 
 
@@ -455,7 +465,6 @@ def capture(args: argparse.Namespace) -> dict[str, Any]:
         after = read_counters(args.iface)
     finally:
         cap.close()
-    wakeups = cap.wakeups if isinstance(cap, PacketRing) else vol1 - vol0
     return {
         "agent": 1,
         "backend": "pfring" if lib is not None else "af_packet",
@@ -469,7 +478,7 @@ def capture(args: argparse.Namespace) -> dict[str, Any]:
         "last_arrival": cap.last_ns / 1e9 if cap.packets else None,
         "last_delivery": cap.last_delivery if cap.packets else None,
         "started": cap.started, "ended": ended, "stop_reason": cap.stop_reason,
-        "wakeups": wakeups, "empty_wakeups": cap.empty_wakeups,
+        "wakeups": cap.wakeups, "empty_wakeups": cap.empty_wakeups,
         "ring_drops": dropped, "stranded": max(0, accepted - cap.packets),
         "cpu_s": cpu1 - cpu0, "voluntary_switches": vol1 - vol0,
         "involuntary_switches": invol1 - invol0,

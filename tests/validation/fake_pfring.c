@@ -8,7 +8,9 @@
  *
  * Environment: FAKE_PFRING_PACKETS (count, default 100), FAKE_PFRING_SIZE (IP bytes,
  * default 100), FAKE_PFRING_PORT (UDP dst port, default 9000), FAKE_PFRING_OTHER (every
- * n-th packet goes to another port, default 0 = none), FAKE_PFRING_DROP (reported drops).
+ * n-th packet goes to another port, default 0 = none), FAKE_PFRING_DROP (reported drops),
+ * FAKE_PFRING_SPIN (1: a blocking recv with nothing left spins instead of sleeping, so the
+ * reading thread never switches voluntarily).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -47,7 +49,7 @@ typedef struct {
     unsigned duration;
     int enabled;
     volatile int broken;
-    long sent, total, size, port, other, drop;
+    long sent, total, size, port, other, drop, spin;
     unsigned char pkt[9100];
 } pfring;
 
@@ -102,6 +104,7 @@ pfring *pfring_open(const char *device_name, uint32_t caplen, uint32_t flags) {
     r->port = env_long("FAKE_PFRING_PORT", 9000);
     r->other = env_long("FAKE_PFRING_OTHER", 0);
     r->drop = env_long("FAKE_PFRING_DROP", 0);
+    r->spin = env_long("FAKE_PFRING_SPIN", 0);
     if (r->size < 28 || r->size > 9000) r->size = 100;
     record("open %s %u %u", device_name, caplen, flags);
     return r;
@@ -156,6 +159,7 @@ int pfring_recv(pfring *ring, unsigned char **buffer, unsigned buffer_len,
     if (!ring->enabled) return -1;
     while (ring->sent >= ring->total) {
         if (!wait_for_incoming_packet || ring->broken) return 0;
+        if (ring->spin) continue;
         struct timespec nap = {0, 1000000};
         nanosleep(&nap, NULL);
     }

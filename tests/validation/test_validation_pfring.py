@@ -114,6 +114,18 @@ def test_watermark_poll_duration_is_the_deployers(fake_lib: Path, monkeypatch: p
     assert pfring_backend.profile(ctx, "n", setting, 4096, [])["poll_duration_ms"] == duration_ms
 
 
+def test_wakeups_are_the_reading_threads_alone(fake_lib: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recv below never sleeps (FAKE_PFRING_SPIN), so the reading thread makes no
+    voluntary switch in its second of idling; the watchdog thread that ends the blocking
+    recv wakes ten times a second and counted with getrusage(RUSAGE_SELF) (10+ here)."""
+    monkeypatch.setenv("FAKE_PFRING_PACKETS", "50")
+    monkeypatch.setenv("FAKE_PFRING_SPIN", "1")
+    result = agent.capture(pfring_args(fake_lib, "active_wait", "--idle-timeout", "1.0"))
+    assert result["packets"] == 50 and result["stop_reason"] == "idle"
+    assert result["wakeups"] < 5
+
+
 @pytest.mark.parametrize("mode, expected", [
     ("active_wait", ["watermark", "1"]),
     ("watermark", ["watermark", "32", "duration", "250", "watermark_timeout", "250"]),
