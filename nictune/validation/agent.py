@@ -22,9 +22,10 @@ A classic BPF filter keeps only IPv4 UDP packets to the transmission's port.
 The JSON result: packets, bytes, first/last arrival (kernel timestamps), last delivery,
 wake-ups (poll(2) returns that found the ring ready; PF_RING: voluntary context
 switches of the reading thread), ring drops (PACKET_STATISTICS tp_drops / pfring_stats
-drop), CPU seconds and context switches (getrusage of the reading thread), raw counter
-snapshots taken just before and after the capture (/proc/interrupts, /proc/softirqs,
-/proc/stat, /proc/net/dev, `ethtool -S`).
+drop), packets left in the ring (stranded), packets of other ports read and skipped
+(foreign_packets, PF_RING only), CPU seconds and context switches (getrusage of the
+reading thread), raw counter snapshots taken just before and after the capture
+(/proc/interrupts, /proc/softirqs, /proc/stat, /proc/net/dev, `ethtool -S`).
 """
 
 from __future__ import annotations
@@ -153,6 +154,7 @@ class Capture:
         self.last_delivery = 0.0
         self.wakeups = 0
         self.empty_wakeups = 0
+        self.foreign = 0  # packets read that were not the transmission's (PF_RING)
         self.notes: list[str] = []
         self.params: dict[str, Any] = {}
         self.stop_reason = ""
@@ -190,8 +192,8 @@ class Capture:
     def run(self) -> None:
         raise NotImplementedError
 
-    def drops(self) -> tuple[int, int]:
-        """(ring drops, packets the ring accepted) at the end."""
+    def drops(self) -> tuple[int, int | None]:
+        """(ring drops, packets left in the ring unread — None: not observable) at the end."""
         raise NotImplementedError
 
 
@@ -337,11 +339,11 @@ class PacketRing(Capture):
                 if not got:
                     self.empty_wakeups += 1
 
-    def drops(self) -> tuple[int, int]:
+    def drops(self) -> tuple[int, int | None]:
         size = 12 if self.version == TPACKET_V3 else 8
         raw = self.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, size)
-        packets, dropped = struct.unpack_from("II", raw)
-        return dropped, packets - dropped
+        packets, dropped = struct.unpack_from("II", raw)  # packets include the dropped
+        return dropped, max(0, packets - dropped - self.packets)
 
     def close(self) -> None:
         self.ring.close()
@@ -421,7 +423,9 @@ class PfringCapture(Capture):
                 if self.done():
                     return
                 continue
-            if self._ours(pkt):
+            if not self._ours(pkt):
+                self.foreign += 1
+            else:
                 ts = header.extended_hdr.timestamp_ns or (
                     header.ts.tv_sec * 1_000_000_000 + header.ts.tv_usec * 1000)
                 self.seen(1, header.len - 14, ts, ts)
@@ -429,9 +433,12 @@ class PfringCapture(Capture):
                     self.stop_reason = "count"
                     return
 
-    def drops(self) -> tuple[int, int]:
-        stat = self.ring.stats()
-        return int(stat.drop), int(stat.recv)
+    def drops(self) -> tuple[int, int | None]:
+        queued = self.ring.queued()
+        if queued is None:
+            self.notes.append("stranded packets are not observable: the PF_RING library "
+                              "has no pfring_get_num_queued_pkts")
+        return int(self.ring.stats().drop), queued
 
     def close(self) -> None:
         self.ring.close()
@@ -461,7 +468,7 @@ def capture(args: argparse.Namespace) -> dict[str, Any]:
         cap.run()
         cpu1, vol1, invol1 = _rusage()
         ended = time.time()
-        dropped, accepted = cap.drops()
+        dropped, stranded = cap.drops()
         after = read_counters(args.iface)
     finally:
         cap.close()
@@ -479,7 +486,7 @@ def capture(args: argparse.Namespace) -> dict[str, Any]:
         "last_delivery": cap.last_delivery if cap.packets else None,
         "started": cap.started, "ended": ended, "stop_reason": cap.stop_reason,
         "wakeups": cap.wakeups, "empty_wakeups": cap.empty_wakeups,
-        "ring_drops": dropped, "stranded": max(0, accepted - cap.packets),
+        "ring_drops": dropped, "stranded": stranded, "foreign_packets": cap.foreign,
         "cpu_s": cpu1 - cpu0, "voluntary_switches": vol1 - vol0,
         "involuntary_switches": invol1 - invol0,
         "context_switches": (vol1 - vol0) + (invol1 - invol0),

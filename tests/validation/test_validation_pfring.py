@@ -126,6 +126,22 @@ def test_wakeups_are_the_reading_threads_alone(fake_lib: Path,
     assert result["wakeups"] < 5
 
 
+def test_stranded_packets_are_those_left_in_the_ring(fake_lib: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """pfring_stats' recv counts packets read (of any port), so recv - packets was the
+    other ports' packets (94 here), not the 30 the watermark left in the ring."""
+    monkeypatch.setenv("FAKE_PFRING_PACKETS", "500")
+    monkeypatch.setenv("FAKE_PFRING_OTHER", "5")
+    monkeypatch.setenv("FAKE_PFRING_STRAND", "30")
+    result = agent.capture(pfring_args(fake_lib, "watermark", "--watermark", "64",
+                                       "--watermark-timeout", "0.05", "--idle-timeout", "0.2"))
+    assert (result["packets"], result["foreign_packets"], result["stranded"]) == (376, 94, 30)
+    monkeypatch.setattr(pfring.Ring, "queued", lambda _ring: None)  # an older library
+    result = agent.capture(pfring_args(fake_lib, "busy_poll", "--idle-timeout", "0.2"))
+    assert result["stranded"] is None
+    assert any("stranded packets are not observable" in n for n in result["notes"])
+
+
 @pytest.mark.parametrize("mode, expected", [
     ("active_wait", ["watermark", "1"]),
     ("watermark", ["watermark", "32", "duration", "250", "watermark_timeout", "250"]),
@@ -144,8 +160,10 @@ def test_agent_counts_through_pfring(fake_lib: Path, monkeypatch: pytest.MonkeyP
     assert result["packets"] == 400 and result["bytes"] == 400 * 300
     assert result["first_arrival"] == pytest.approx(1000.0)
     assert result["stop_reason"] == "idle"
+    assert (result["foreign_packets"], result["stranded"]) == (100, 0)
     lib = pfring.load(str(fake_lib))
     log = calls(lib)
-    tail = ["stats", "close"] if mode == "busy_poll" else ["breakloop", "stats", "close"]
+    tail = ["queued", "stats", "close"]
+    tail = tail if mode == "busy_poll" else ["breakloop", *tail]
     assert log[4:-len(tail)] == [*expected, "enable"]
     assert log[-len(tail):] == tail
