@@ -8,8 +8,9 @@ Back ends, in order of preference:
 - PF_RING through nictune's ctypes binding when `libpfring.so` loads (DESIGN §2 mapping:
   poll watermark, poll duration, watermark timeout; blocking or spinning `pfring_recv`);
 - AF_PACKET with a memory-mapped ring otherwise:
-  * passive_wait — TPACKET_V3 blocks of ring/4 packets retired by a block timeout of
-    `poll_interval` (ms resolution): the reader is woken by the timer, not per packet;
+  * passive_wait — TPACKET_V2 frames read by a reader that is its own timer: it sleeps
+    `poll_interval` at a time and drains whatever arrived, empty or not (the kernel's
+    TPACKET_V3 block timer skips empty blocks and so never wakes a reader for nothing);
   * watermark — TPACKET_V3 blocks sized to hold W packets of the transmission's size
     (a block is whole pages, so the effective W is reported) with `watermark_timeout`
     as the block timeout (0 cannot be expressed: 65.535 s is used, reported);
@@ -20,12 +21,13 @@ Back ends, in order of preference:
 A classic BPF filter keeps only IPv4 UDP packets to the transmission's port.
 
 The JSON result: packets, bytes, first/last arrival (kernel timestamps), last delivery,
-wake-ups (poll(2) returns that found the ring ready; PF_RING: voluntary context
-switches of the reading thread), ring drops (PACKET_STATISTICS tp_drops / pfring_stats
-drop), packets left in the ring (stranded), packets of other ports read and skipped
-(foreign_packets, PF_RING only), CPU seconds and context switches (getrusage of the
-reading thread), raw counter snapshots taken just before and after the capture
-(/proc/interrupts, /proc/softirqs, /proc/stat, /proc/net/dev, `ethtool -S`).
+wake-ups (poll(2) returns that found the ring ready; passive_wait: the reader's timer
+ticks, empty ones apart; PF_RING: voluntary context switches of the reading thread),
+ring drops (PACKET_STATISTICS tp_drops / pfring_stats drop), packets left in the ring
+(stranded), packets of other ports read and skipped (foreign_packets, PF_RING only), CPU
+seconds and context switches (getrusage of the reading thread), raw counter snapshots
+taken just before and after the capture (/proc/interrupts, /proc/softirqs, /proc/stat,
+/proc/net/dev, `ethtool -S`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 try:  # inside the package, or run as a script beside pfring.py on the receiver
@@ -204,7 +207,8 @@ class PacketRing(Capture):
         super().__init__(args)
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
         attach_filter(self.sock, udp_port_filter(args.port))
-        self.version = TPACKET_V2 if args.mode == "active_wait" else TPACKET_V3
+        per_frame = args.mode in ("active_wait", "passive_wait")
+        self.version = TPACKET_V2 if per_frame else TPACKET_V3
         self.sock.setsockopt(SOL_PACKET, PACKET_VERSION, self.version)
         if self.version == TPACKET_V2:
             self._setup_v2()
@@ -239,8 +243,11 @@ class PacketRing(Capture):
         req = struct.pack("IIII", self.block_size, self.block_nr, self.frame_size,
                           self.frame_nr)
         self.sock.setsockopt(SOL_PACKET, PACKET_RX_RING, req)
+        wake = "per packet"
+        if a.mode == "passive_wait":
+            wake = f"the reader's own timer, every {a.poll_interval * 1000:g} ms"
         self.params = {"ring": "tpacket_v2", "frames": self.frame_nr,
-                       "frame_size": self.frame_size, "wake": "per packet"}
+                       "frame_size": self.frame_size, "wake": wake}
 
     def _setup_v3(self) -> None:
         a = self.args
@@ -252,9 +259,6 @@ class PacketRing(Capture):
                 tov_ms = MAX_TOV_MS
                 self.notes.append("watermark timeout 0 (none) is not expressible with "
                                   f"TPACKET_V3: block timeout {MAX_TOV_MS} ms used")
-        elif a.mode == "passive_wait":  # the timer retires blocks; 4+ blocks never freeze
-            want = max(1, a.ring_slots // 4)
-            tov_ms = round(a.poll_interval * 1000)
         else:  # busy_poll: small blocks, short timeout, never sleeps
             want = max(1, (64 * 1024 - V3_BLOCK_HEADER) // frame)
             tov_ms = 1
@@ -320,14 +324,22 @@ class PacketRing(Capture):
 
     def run(self) -> None:
         drain = self._drain_v2 if self.version == TPACKET_V2 else self._drain_v3
-        pos = 0
         if self.args.mode == "busy_poll":
-            spins = 0
-            while True:
-                pos, _ = drain(pos)
-                spins += 1
-                if spins % 256 == 0 and self.done():
-                    return
+            self._spin(drain)
+        elif self.args.mode == "passive_wait":
+            self._tick()
+        else:
+            self._wait(drain)
+
+    def _spin(self, drain: Callable[[int], tuple[int, bool]]) -> None:
+        pos, spins = 0, 0
+        while spins % 256 or not self.done():  # done() is asked every 256 spins
+            pos, _ = drain(pos)
+            spins += 1
+
+    def _wait(self, drain: Callable[[int], tuple[int, bool]]) -> None:
+        """Sleep in poll(2) until the ring is ready, drain, repeat."""
+        pos = 0
         while not self.done():
             pos, _ = drain(pos)
             if self.done():
@@ -338,6 +350,27 @@ class PacketRing(Capture):
                 pos, got = drain(pos)
                 if not got:
                     self.empty_wakeups += 1
+
+    def _tick(self) -> None:
+        """passive_wait: from the first packet's arrival, wake every poll interval and drain,
+        whether or not packets came (DESIGN §2). The wait for the first packet arms the
+        timer and is not counted; a tick missed while draining is skipped, as in the model;
+        wake-ups count up to the last one that delivered (DESIGN §4's window), not the empty
+        ones while the agent waits out its idle timeout."""
+        while not self.done() and not self.poller.poll(200):
+            pass  # no packet yet
+        period, tick, pos, counted = self.args.poll_interval, time.monotonic(), 0, (0, 0)
+        while not self.done():
+            tick += period
+            time.sleep(max(0.0, tick - time.monotonic()))
+            pos, got = self._drain_v2(pos)
+            self.wakeups += 1
+            if got:
+                counted = (self.wakeups, self.empty_wakeups)
+            else:
+                self.empty_wakeups += 1
+            tick += period * ((time.monotonic() - tick) // period)  # the ticks it drained through
+        self.wakeups, self.empty_wakeups = counted
 
     def drops(self) -> tuple[int, int | None]:
         size = 12 if self.version == TPACKET_V3 else 8
