@@ -156,7 +156,7 @@ class Capture:
         self.last_ns = 0
         self.last_delivery = 0.0
         self.wakeups = 0
-        self.empty_wakeups = 0
+        self.empty_wakeups: int | None = 0
         self.foreign = 0  # packets read that were not the transmission's (PF_RING)
         self.notes: list[str] = []
         self.params: dict[str, Any] = {}
@@ -405,6 +405,10 @@ class PfringCapture(Capture):
         elif mode == "watermark":
             self._watermark(args.watermark, args.watermark_timeout)
         self.params["ring"] = "pf_ring"
+        if mode != "busy_poll":  # (busy_poll never sleeps: no wake-ups, empty or not)
+            self.empty_wakeups = None
+            self.notes.append("empty wake-ups are not observable with PF_RING: a blocking "
+                              "pfring_recv polls again inside the library")
         self.ring.enable()
         self.port = struct.pack("!H", args.port)
 

@@ -161,6 +161,9 @@ def test_agent_counts_through_pfring(fake_lib: Path, monkeypatch: pytest.MonkeyP
     assert result["first_arrival"] == pytest.approx(1000.0)
     assert result["stop_reason"] == "idle"
     assert (result["foreign_packets"], result["stranded"]) == (100, 0)
+    blocking = mode != "busy_poll"  # its empty wake-ups are hidden in libpfring's loop
+    assert result["empty_wakeups"] == (None if blocking else 0)
+    assert any("empty wake-ups are not observable" in n for n in result["notes"]) == blocking
     lib = pfring.load(str(fake_lib))
     log = calls(lib)
     tail = ["queued", "stats", "close"]
