@@ -8,8 +8,9 @@ Back ends, in order of preference:
 - PF_RING through nictune's ctypes binding when `libpfring.so` loads (DESIGN §2 mapping:
   poll watermark, poll duration, watermark timeout; blocking or spinning `pfring_recv`);
 - AF_PACKET with a memory-mapped ring otherwise:
-  * passive_wait — TPACKET_V3 blocks of ring/4 packets retired by a block timeout of
-    `poll_interval` (ms resolution): the reader is woken by the timer, not per packet;
+  * passive_wait — TPACKET_V2 frames read by a reader that is its own timer: it sleeps
+    `poll_interval` at a time and drains whatever arrived, empty or not (the kernel's
+    TPACKET_V3 block timer skips empty blocks and so never wakes a reader for nothing);
   * watermark — TPACKET_V3 blocks sized to hold W packets of the transmission's size
     (a block is whole pages, so the effective W is reported) with `watermark_timeout`
     as the block timeout (0 cannot be expressed: 65.535 s is used, reported);
@@ -20,10 +21,13 @@ Back ends, in order of preference:
 A classic BPF filter keeps only IPv4 UDP packets to the transmission's port.
 
 The JSON result: packets, bytes, first/last arrival (kernel timestamps), last delivery,
-wake-ups (poll(2) returns that found the ring ready; PF_RING: voluntary context
-switches), ring drops (PACKET_STATISTICS tp_drops / pfring_stats drop), CPU seconds and
-context switches (getrusage), raw counter snapshots taken just before and after the
-capture (/proc/interrupts, /proc/softirqs, /proc/stat, /proc/net/dev, `ethtool -S`).
+wake-ups (poll(2) returns that found the ring ready; passive_wait: the reader's timer
+ticks, empty ones apart; PF_RING: voluntary context switches of the reading thread),
+ring drops (PACKET_STATISTICS tp_drops / pfring_stats drop), packets left in the ring
+(stranded), packets of other ports read and skipped (foreign_packets, PF_RING only), CPU
+seconds and context switches (getrusage of the reading thread), raw counter snapshots
+taken just before and after the capture (/proc/interrupts, /proc/softirqs, /proc/stat,
+/proc/net/dev, `ethtool -S`).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 try:  # inside the package, or run as a script beside pfring.py on the receiver
@@ -115,17 +120,29 @@ def read_counters(iface: str) -> dict[str, str]:
 
 
 def load_profile(iface: str, path: str | None) -> dict[str, Any]:
-    """The capture profile the deployer wrote for `iface` ({} when there is none)."""
+    """The capture profile the deployer wrote for `iface` ({} when there is none): the
+    plan's setting (`setting`), overlaid with what the deployer realised for the host at
+    the top level — `busy_poll_us` (its SO_BUSY_POLL fallback) and, in watermark mode, the
+    watermark as clamped to PF_RING's cap."""
     path = path or os.path.join(PROFILE_DIR, f"{iface}.json")
     try:
         with open(path) as fh:
             raw = json.load(fh)
     except FileNotFoundError:
         return {}
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a JSON object")
     setting = raw.get("setting", raw)
-    return setting if isinstance(setting, dict) else {}
+    if not isinstance(setting, dict):
+        return {}
+    out = dict(setting)
+    if raw.get("busy_poll_us") is not None:
+        out["busy_poll_us"] = raw["busy_poll_us"]
+    if out.get("mode") == "watermark" and raw.get("watermark") is not None:
+        out["watermark"] = raw["watermark"]
+    return out
 
 
 class Capture:
@@ -139,7 +156,8 @@ class Capture:
         self.last_ns = 0
         self.last_delivery = 0.0
         self.wakeups = 0
-        self.empty_wakeups = 0
+        self.empty_wakeups: int | None = 0
+        self.foreign = 0  # packets read that were not the transmission's (PF_RING)
         self.notes: list[str] = []
         self.params: dict[str, Any] = {}
         self.stop_reason = ""
@@ -177,8 +195,8 @@ class Capture:
     def run(self) -> None:
         raise NotImplementedError
 
-    def drops(self) -> tuple[int, int]:
-        """(ring drops, packets the ring accepted) at the end."""
+    def drops(self) -> tuple[int, int | None]:
+        """(ring drops, packets left in the ring unread — None: not observable) at the end."""
         raise NotImplementedError
 
 
@@ -189,7 +207,8 @@ class PacketRing(Capture):
         super().__init__(args)
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
         attach_filter(self.sock, udp_port_filter(args.port))
-        self.version = TPACKET_V2 if args.mode == "active_wait" else TPACKET_V3
+        per_frame = args.mode in ("active_wait", "passive_wait")
+        self.version = TPACKET_V2 if per_frame else TPACKET_V3
         self.sock.setsockopt(SOL_PACKET, PACKET_VERSION, self.version)
         if self.version == TPACKET_V2:
             self._setup_v2()
@@ -224,8 +243,11 @@ class PacketRing(Capture):
         req = struct.pack("IIII", self.block_size, self.block_nr, self.frame_size,
                           self.frame_nr)
         self.sock.setsockopt(SOL_PACKET, PACKET_RX_RING, req)
+        wake = "per packet"
+        if a.mode == "passive_wait":
+            wake = f"the reader's own timer, every {a.poll_interval * 1000:g} ms"
         self.params = {"ring": "tpacket_v2", "frames": self.frame_nr,
-                       "frame_size": self.frame_size, "wake": "per packet"}
+                       "frame_size": self.frame_size, "wake": wake}
 
     def _setup_v3(self) -> None:
         a = self.args
@@ -237,9 +259,6 @@ class PacketRing(Capture):
                 tov_ms = MAX_TOV_MS
                 self.notes.append("watermark timeout 0 (none) is not expressible with "
                                   f"TPACKET_V3: block timeout {MAX_TOV_MS} ms used")
-        elif a.mode == "passive_wait":  # the timer retires blocks; 4+ blocks never freeze
-            want = max(1, a.ring_slots // 4)
-            tov_ms = round(a.poll_interval * 1000)
         else:  # busy_poll: small blocks, short timeout, never sleeps
             want = max(1, (64 * 1024 - V3_BLOCK_HEADER) // frame)
             tov_ms = 1
@@ -305,14 +324,22 @@ class PacketRing(Capture):
 
     def run(self) -> None:
         drain = self._drain_v2 if self.version == TPACKET_V2 else self._drain_v3
-        pos = 0
         if self.args.mode == "busy_poll":
-            spins = 0
-            while True:
-                pos, _ = drain(pos)
-                spins += 1
-                if spins % 256 == 0 and self.done():
-                    return
+            self._spin(drain)
+        elif self.args.mode == "passive_wait":
+            self._tick()
+        else:
+            self._wait(drain)
+
+    def _spin(self, drain: Callable[[int], tuple[int, bool]]) -> None:
+        pos, spins = 0, 0
+        while spins % 256 or not self.done():  # done() is asked every 256 spins
+            pos, _ = drain(pos)
+            spins += 1
+
+    def _wait(self, drain: Callable[[int], tuple[int, bool]]) -> None:
+        """Sleep in poll(2) until the ring is ready, drain, repeat."""
+        pos = 0
         while not self.done():
             pos, _ = drain(pos)
             if self.done():
@@ -324,15 +351,41 @@ class PacketRing(Capture):
                 if not got:
                     self.empty_wakeups += 1
 
-    def drops(self) -> tuple[int, int]:
+    def _tick(self) -> None:
+        """passive_wait: from the first packet's arrival, wake every poll interval and drain,
+        whether or not packets came (DESIGN §2). The wait for the first packet arms the
+        timer and is not counted; a tick missed while draining is skipped, as in the model;
+        wake-ups count up to the last one that delivered (DESIGN §4's window), not the empty
+        ones while the agent waits out its idle timeout."""
+        while not self.done() and not self.poller.poll(200):
+            pass  # no packet yet
+        period, tick, pos, counted = self.args.poll_interval, time.monotonic(), 0, (0, 0)
+        while not self.done():
+            tick += period
+            time.sleep(max(0.0, tick - time.monotonic()))
+            pos, got = self._drain_v2(pos)
+            self.wakeups += 1
+            if got:
+                counted = (self.wakeups, self.empty_wakeups)
+            else:
+                self.empty_wakeups += 1
+            tick += period * ((time.monotonic() - tick) // period)  # the ticks it drained through
+        self.wakeups, self.empty_wakeups = counted
+
+    def drops(self) -> tuple[int, int | None]:
         size = 12 if self.version == TPACKET_V3 else 8
         raw = self.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, size)
-        packets, dropped = struct.unpack_from("II", raw)
-        return dropped, packets - dropped
+        packets, dropped = struct.unpack_from("II", raw)  # packets include the dropped
+        return dropped, max(0, packets - dropped - self.packets)
 
     def close(self) -> None:
         self.ring.close()
         self.sock.close()
+
+
+def _whole_ms(seconds: float) -> int:
+    """A PF_RING time in whole milliseconds, at least 1 (as the deployer writes it)."""
+    return max(1, round(seconds * 1000))
 
 
 class PfringCapture(Capture):
@@ -348,15 +401,28 @@ class PfringCapture(Capture):
             self.params["poll_watermark"] = self.ring.set_poll_watermark(
                 max(1, args.ring_slots // 2))
             self.params["poll_duration_ms"] = self.ring.set_poll_duration(
-                max(1, round(args.poll_interval * 1000)))
+                _whole_ms(args.poll_interval))
         elif mode == "watermark":
-            ms = round(args.watermark_timeout * 1000)
-            self.params["poll_watermark"] = self.ring.set_poll_watermark(args.watermark)
-            self.params["poll_duration_ms"] = self.ring.set_poll_duration(ms)
-            self.params["poll_watermark_timeout_ms"] = self.ring.set_poll_watermark_timeout(ms)
+            self._watermark(args.watermark, args.watermark_timeout)
         self.params["ring"] = "pf_ring"
+        if mode != "busy_poll":  # (busy_poll never sleeps: no wake-ups, empty or not)
+            self.empty_wakeups = None
+            self.notes.append("empty wake-ups are not observable with PF_RING: a blocking "
+                              "pfring_recv polls again inside the library")
         self.ring.enable()
         self.port = struct.pack("!H", args.port)
+
+    def _watermark(self, packets: int, timeout: float) -> None:
+        """Poll watermark and timeouts; no timeout (0) gets the longest poll duration, as
+        from the deployer: a poll duration of 0 makes libpfring poll(2) with timeout 0, a
+        busy spin instead of sleeping until the watermark."""
+        ms = _whole_ms(timeout) if timeout > 0 else 0
+        self.params["poll_watermark"] = self.ring.set_poll_watermark(packets)
+        self.params["poll_duration_ms"] = self.ring.set_poll_duration(ms or pfring.MAX_MS)
+        self.params["poll_watermark_timeout_ms"] = self.ring.set_poll_watermark_timeout(ms)
+        if not ms:
+            self.notes.append(f"no watermark timeout: the longest poll duration "
+                              f"({pfring.MAX_MS} ms) stands in for 'never'")
 
     def _ours(self, pkt: bytes) -> bool:
         if len(pkt) < 38 or pkt[12:14] != b"\x08\x00" or pkt[23] != 17:
@@ -365,6 +431,8 @@ class PfringCapture(Capture):
         return pkt[14 + ihl + 2:14 + ihl + 4] == self.port
 
     def run(self) -> None:
+        """Receive until done. Wake-ups are the reading thread's voluntary context switches
+        (a blocking recv sleeps in poll(2)); the watchdog thread's own are not counted."""
         wait = self.args.mode != "busy_poll"
         stop = threading.Event()
 
@@ -376,35 +444,47 @@ class PfringCapture(Capture):
 
         if wait:
             threading.Thread(target=watchdog, daemon=True).start()
-        header = self.ring.header
+        switches = _rusage()[1]
         try:
-            while not stop.is_set():
-                pkt = self.ring.recv(wait)
-                if pkt is None:
-                    if self.done():
-                        break
-                    continue
-                if self._ours(pkt):
-                    ts = header.extended_hdr.timestamp_ns or (
-                        header.ts.tv_sec * 1_000_000_000 + header.ts.tv_usec * 1000)
-                    self.seen(1, header.len - 14, ts, ts)
-                    if self.args.count and self.packets >= self.args.count:
-                        self.stop_reason = "count"
-                        break
+            self._receive(wait)
         finally:
             stop.set()
+        self.wakeups = _rusage()[1] - switches
         self.notes.extend(self.ring.notes)
 
-    def drops(self) -> tuple[int, int]:
-        stat = self.ring.stats()
-        return int(stat.drop), int(stat.recv)
+    def _receive(self, wait: bool) -> None:
+        header = self.ring.header
+        while True:
+            pkt = self.ring.recv(wait)
+            if pkt is None:
+                if self.done():
+                    return
+                continue
+            if not self._ours(pkt):
+                self.foreign += 1
+            else:
+                ts = header.extended_hdr.timestamp_ns or (
+                    header.ts.tv_sec * 1_000_000_000 + header.ts.tv_usec * 1000)
+                self.seen(1, header.len - 14, ts, ts)
+                if self.args.count and self.packets >= self.args.count:
+                    self.stop_reason = "count"
+                    return
+
+    def drops(self) -> tuple[int, int | None]:
+        queued = self.ring.queued()
+        if queued is None:
+            self.notes.append("stranded packets are not observable: the PF_RING library "
+                              "has no pfring_get_num_queued_pkts")
+        return int(self.ring.stats().drop), queued
 
     def close(self) -> None:
         self.ring.close()
 
 
 def _rusage() -> tuple[float, int, int]:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
+    """CPU seconds, voluntary and involuntary context switches of the calling thread (the
+    reading one: PF_RING's watchdog thread wakes 10 times a second)."""
+    ru = resource.getrusage(resource.RUSAGE_THREAD)
     return ru.ru_utime + ru.ru_stime, ru.ru_nvcsw, ru.ru_nivcsw
 
 
@@ -425,11 +505,10 @@ def capture(args: argparse.Namespace) -> dict[str, Any]:
         cap.run()
         cpu1, vol1, invol1 = _rusage()
         ended = time.time()
-        dropped, accepted = cap.drops()
+        dropped, stranded = cap.drops()
         after = read_counters(args.iface)
     finally:
         cap.close()
-    wakeups = cap.wakeups if isinstance(cap, PacketRing) else vol1 - vol0
     return {
         "agent": 1,
         "backend": "pfring" if lib is not None else "af_packet",
@@ -443,8 +522,8 @@ def capture(args: argparse.Namespace) -> dict[str, Any]:
         "last_arrival": cap.last_ns / 1e9 if cap.packets else None,
         "last_delivery": cap.last_delivery if cap.packets else None,
         "started": cap.started, "ended": ended, "stop_reason": cap.stop_reason,
-        "wakeups": wakeups, "empty_wakeups": cap.empty_wakeups,
-        "ring_drops": dropped, "stranded": max(0, accepted - cap.packets),
+        "wakeups": cap.wakeups, "empty_wakeups": cap.empty_wakeups,
+        "ring_drops": dropped, "stranded": stranded, "foreign_packets": cap.foreign,
         "cpu_s": cpu1 - cpu0, "voluntary_switches": vol1 - vol0,
         "involuntary_switches": invol1 - invol0,
         "context_switches": (vol1 - vol0) + (invol1 - invol0),
@@ -480,7 +559,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", help="write the JSON result here (atomically)")
     p.add_argument("--json", action="store_true", help="print the JSON result")
     args = p.parse_args(argv)
-    profile = load_profile(args.iface, args.profile)
+    try:
+        profile = load_profile(args.iface, args.profile)
+    except (OSError, ValueError) as exc:  # unreadable, not JSON, not an object
+        p.error(f"capture profile: {exc}")
     args.mode = args.mode or profile.get("mode")
     if args.mode not in MODES:
         p.error(f"--mode is required (no capture profile for {args.iface})")

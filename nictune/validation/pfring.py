@@ -91,6 +91,9 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.pfring_breakloop.restype = None
     lib.pfring_close.argtypes = [ring]
     lib.pfring_close.restype = None
+    if hasattr(lib, "pfring_get_num_queued_pkts"):  # optional: not called where it lacks
+        lib.pfring_get_num_queued_pkts.argtypes = [ring]
+        lib.pfring_get_num_queued_pkts.restype = ctypes.c_uint32
     return lib
 
 
@@ -176,6 +179,13 @@ class Ring:
         stat = Stat()
         self._check("pfring_stats", self.lib.pfring_stats(self.handle, ctypes.byref(stat)))
         return stat
+
+    def queued(self) -> int | None:
+        """Packets in the ring not read yet, of any port (None: the library has no
+        `pfring_get_num_queued_pkts`). `stats().recv` counts packets read, not these."""
+        if not hasattr(self.lib, "pfring_get_num_queued_pkts"):
+            return None
+        return int(self.lib.pfring_get_num_queued_pkts(self.handle))
 
     def breakloop(self) -> None:
         self.lib.pfring_breakloop(self.handle)

@@ -8,7 +8,10 @@
  *
  * Environment: FAKE_PFRING_PACKETS (count, default 100), FAKE_PFRING_SIZE (IP bytes,
  * default 100), FAKE_PFRING_PORT (UDP dst port, default 9000), FAKE_PFRING_OTHER (every
- * n-th packet goes to another port, default 0 = none), FAKE_PFRING_DROP (reported drops).
+ * n-th packet goes to another port, default 0 = none), FAKE_PFRING_DROP (reported drops),
+ * FAKE_PFRING_SPIN (1: a blocking recv with nothing left spins instead of sleeping, so the
+ * reading thread never switches voluntarily), FAKE_PFRING_STRAND (the last n packets stay
+ * in the ring unread, as below a watermark without timeout: recv never returns them).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -47,7 +50,7 @@ typedef struct {
     unsigned duration;
     int enabled;
     volatile int broken;
-    long sent, total, size, port, other, drop;
+    long sent, total, size, port, other, drop, spin, strand;
     unsigned char pkt[9100];
 } pfring;
 
@@ -102,6 +105,8 @@ pfring *pfring_open(const char *device_name, uint32_t caplen, uint32_t flags) {
     r->port = env_long("FAKE_PFRING_PORT", 9000);
     r->other = env_long("FAKE_PFRING_OTHER", 0);
     r->drop = env_long("FAKE_PFRING_DROP", 0);
+    r->spin = env_long("FAKE_PFRING_SPIN", 0);
+    r->strand = env_long("FAKE_PFRING_STRAND", 0);
     if (r->size < 28 || r->size > 9000) r->size = 100;
     record("open %s %u %u", device_name, caplen, flags);
     return r;
@@ -154,8 +159,9 @@ static void build_packet(pfring *r, long seq) {
 int pfring_recv(pfring *ring, unsigned char **buffer, unsigned buffer_len,
                 struct pfring_pkthdr *hdr, uint8_t wait_for_incoming_packet) {
     if (!ring->enabled) return -1;
-    while (ring->sent >= ring->total) {
+    while (ring->sent >= ring->total - ring->strand) {
         if (!wait_for_incoming_packet || ring->broken) return 0;
+        if (ring->spin) continue;
         struct timespec nap = {0, 1000000};
         nanosleep(&nap, NULL);
     }
@@ -178,6 +184,11 @@ int pfring_recv(pfring *ring, unsigned char **buffer, unsigned buffer_len,
     hdr->extended_hdr.pkt_hash = (uint32_t)ring->sent;
     ring->sent++;
     return 1;
+}
+
+uint32_t pfring_get_num_queued_pkts(pfring *ring) {
+    record("queued");
+    return (uint32_t)(ring->total - ring->sent);
 }
 
 int pfring_stats(pfring *ring, pfring_stat *stats) {

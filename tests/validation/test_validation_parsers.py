@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -92,14 +93,91 @@ def test_failed_runs_raise_with_hping3s_reason(name: str, reason: str) -> None:
 
 
 def test_veth_counters_from_a_real_capture() -> None:
-    raw = json.loads((DATA / "veth-counters.json").read_text())
+    raw = veth_snapshot()
     d = counters.delta(raw["before"], raw["after"], raw["iface"])
     assert d.nic_interrupts is None  # a veth has no IRQ lines
     assert d.rx_packets is not None and d.rx_packets >= raw["packets"]
     assert d.rx_bytes is not None and d.rx_bytes >= raw["packets"] * 500
-    assert d.rx_drop == 0 and d.nic_drops == 0
+    assert d.rx_drop == 0 and d.nic_drops == 0 and d.drops_before_ring == 0
     assert d.net_rx_softirqs > 0 and d.host_interrupts > 0 and d.context_switches > 0
     assert d.cpu_busy_s >= 0
+
+
+def veth_snapshot() -> dict:
+    return json.loads((DATA / "veth-counters.json").read_text())
+
+
+@pytest.mark.parametrize("source, line, garbled, message", [
+    ("/proc/softirqs", "NET_RX:   58454301   51335366", "NET_RX:   58454301   ab",
+     "/proc/softirqs: NET_RX: expected a count, got 'ab'"),
+    ("/proc/softirqs", "NET_RX:   58454301   51335366", "NET_RX:   58454301",
+     "/proc/softirqs: NET_RX: 1 of 2 CPU counts"),
+    ("/proc/stat", "ctxt 1060141", "ctxt", "/proc/stat: ctxt: no value"),
+    ("/proc/stat", "ctxt 1060141", "ctxt 10601x", "/proc/stat: ctxt: expected a count"),
+    ("/proc/net/dev", "vb5873: 56350358554 109758871    0    0",
+     "vb5873: 56350358554 109758871\n", "/proc/net/dev: vb5873: 2 counters, expected 16"),
+    ("/proc/net/dev", "vb5873: 56350358554", "vb5873: 5635035855x",
+     "/proc/net/dev: vb5873: expected a count, got '5635035855x'"),
+])
+def test_malformed_snapshots_raise_one_line_run_errors(source: str, line: str, garbled: str,
+                                                       message: str) -> None:
+    """A truncated or garbled /proc file from the receiver is a failed run with a message
+    naming the file and the line, never a ValueError/IndexError/KeyError traceback."""
+    raw = veth_snapshot()
+    text = raw["after"][source]
+    assert line in text
+    if garbled.endswith("\n"):  # cut the line after `garbled`
+        start = text.index(line)
+        text = text[:start] + garbled + text[text.index("\n", start) + 1:]
+    else:
+        text = text.replace(line, garbled)
+    with pytest.raises(RunError) as err:
+        counters.delta(raw["before"], {**raw["after"], source: text}, raw["iface"])
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_nic_interrupt_line_with_a_missing_cpu_count_is_an_error(shared: Path) -> None:
+    text = (shared / "data" / "ethtool-samples" / "igb__proc-interrupts__1.txt").read_text()
+    cut = text.replace("2819389       4036", "2819389")  # eth0-rx-1 lost its CPU1 column
+    with pytest.raises(RunError, match=r"^/proc/interrupts: IRQ 59: 3 of 4 CPU counts$"):
+        counters.parse_interrupts(cut, "eth0")
+    assert counters.parse_interrupts(cut, "eth1")  # whole lines of other NICs still read
+
+
+def test_drops_are_receive_only_and_counted_once() -> None:
+    """virtio_net (ethtool -S captured on this project's test machine: ethtool 6.1, kernel
+    6.18) counts one receive drop in rx_drops and again in rx0_drops, and /proc/net/dev
+    counts it too: 7 drops stay 7. Summing every matching counter made 7 drops 38 in the
+    review; tx counters never count."""
+    stats = (DATA / "virtio_net-ethtool-S.txt").read_text()
+    bumped = stats
+    for key, n in (("rx_drops", 7), ("rx0_drops", 7), ("tx_xdp_tx_drops", 3),
+                   ("tx0_xdp_tx_drops", 3)):
+        bumped = re.sub(rf"(?m)^(\s+{key}: )0$", rf"\g<1>{n}", bumped)
+    dev = "  eth0: 100 2 0 {} 0 0 0 0 5 1 0 0 0 0 0 0\n"
+    d = counters.delta({"ethtool -S": stats, "/proc/net/dev": dev.format(0)},
+                       {"ethtool -S": bumped, "/proc/net/dev": dev.format(7)}, "eth0")
+    assert d.ethtool == {"rx_drops": 7, "rx0_drops": 7, "tx_xdp_tx_drops": 3,
+                         "tx0_xdp_tx_drops": 3}
+    assert (d.rx_drop, d.nic_drops, d.drops_before_ring) == (7, 7, 7)
+
+
+def test_per_queue_drops_count_where_the_driver_has_no_aggregate() -> None:
+    raw = veth_snapshot()  # a veth has only rx_queue_N_* counters
+    stats = raw["after"]["ethtool -S"].replace("rx_queue_0_drops: 0", "rx_queue_0_drops: 4")
+    d = counters.delta(raw["before"], {**raw["after"], "ethtool -S": stats}, raw["iface"])
+    assert (d.rx_drop, d.nic_drops, d.drops_before_ring) == (0, 4, 4)
+
+
+def test_nic_drops_prefers_an_aggregate_and_skips_non_drops() -> None:
+    """igb/ixgbe counter names: rx_fifo_errors is the sum of the rx_queue_N_drops,
+    rx_no_buffer_count counts descriptor stalls (the packet still arrives), fdir_miss a
+    flow-director lookup."""
+    igb = {"rx_no_buffer_count": 50, "rx_missed_errors": 3, "rx_fifo_errors": 4,
+           "rx_queue_0_drops": 2, "rx_queue_1_drops": 2, "tx_dropped": 9, "fdir_miss": 11}
+    assert counters.nic_drops(igb) == 4
+    assert counters.nic_drops({"rx_queue_0_drops": 2, "rx_queue_1_drops": 3}) == 5
+    assert counters.nic_drops({"tx_dropped": 9, "rx_packets": 5}) is None
 
 
 @pytest.mark.parametrize("sample, iface, lines", [
@@ -117,13 +195,32 @@ def test_interrupt_lines_of_real_nics(shared: Path, sample: str, iface: str | No
     assert found, f"no lines for {nic}"
     expected = [x for x in text.splitlines()[1:] if nic in x.split()[-1]]
     assert len(found) == len(expected)
-    assert all(v >= 0 for v in found.values())
+    ncpu = len(text.splitlines()[0].split())
+    assert all(len(counts) == ncpu for counts in found.values())
+
+
+def test_per_cpu_counts_wrap_at_32_bits(shared: Path) -> None:
+    """/proc/interrupts and /proc/softirqs count in 32 bits per CPU: a CPU whose counter
+    wrapped during the capture still adds its increase (summing over CPUs first gave a
+    delta near -2**32)."""
+    after = (shared / "data" / "ethtool-samples" / "igb__proc-interrupts__1.txt").read_text()
+    before = after.replace("4251905", "4294967000")  # eth0-rx-0, CPU0
+    raw = veth_snapshot()
+    softirqs = {
+        "before": raw["before"]["/proc/softirqs"].replace("58454301", "4294967200"),
+        "after": raw["after"]["/proc/softirqs"].replace("58454301", "100")}
+    d = counters.delta({"/proc/interrupts": before, "/proc/softirqs": softirqs["before"]},
+                       {"/proc/interrupts": after, "/proc/softirqs": softirqs["after"]}, "eth0")
+    assert d.nic_interrupts == 4251905 + 2**32 - 4294967000
+    assert d.net_rx_softirqs == (100 + 2**32 - 4294967200) + (51335366 - 51335066)
 
 
 def test_interrupts_by_irq_number_and_absent_nic(shared: Path) -> None:
     text = (shared / "data" / "ethtool-samples" / "mlx5_core__proc-interrupts__1.txt").read_text()
     found = counters.parse_interrupts(text, "ens1f0", irqs=("99", "109"))
-    assert found == {"99": 324 + 4360, "109": 2 + 395218}
+    assert found is not None and {k: sum(v) for k, v in found.items()} == {
+        "99": 324 + 4360, "109": 2 + 395218}
+    assert found["109"][8] == 395218 and len(found["109"]) == 12  # per CPU, no header line
     assert counters.parse_interrupts(text, "ens1f0") is None
 
 

@@ -7,13 +7,19 @@ the binding's argument types and structures are really exercised through the C A
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from nictune.deploy.backends import HostContext
+from nictune.deploy.backends import pfring as pfring_backend
+from nictune.deploy.inventory import HostInventory
+from nictune.model import NicSetting
 from nictune.validation import agent, pfring
 
 SOURCE = Path(__file__).with_name("fake_pfring.c")
@@ -80,6 +86,62 @@ def test_missing_library_is_none() -> None:
     assert pfring.load("/nonexistent/libpfring.so") is None
 
 
+def pfring_args(fake_lib: Path, mode: str, *extra: str) -> argparse.Namespace:
+    return agent.parse_args([
+        "--iface", "eth7", "--port", "9000", "--mode", mode, "--backend", "pfring",
+        "--pfring-lib", str(fake_lib), "--profile", "/nonexistent.json", *extra])
+
+
+@pytest.mark.parametrize("timeout, duration_ms, timeout_ms", [
+    (0.0, pfring.MAX_MS, 0), (0.0004, 1, 1), (0.25, 250, 250)])
+def test_watermark_poll_duration_is_the_deployers(fake_lib: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  timeout: float, duration_ms: int,
+                                                  timeout_ms: int) -> None:
+    """A poll duration of 0 (no timeout, or one under 0.5 ms) makes libpfring's blocking
+    recv poll(2) with timeout 0: a busy spin. The deployer's profile says 65535 ms for
+    'never' and 1 ms at least; the agent sets the same."""
+    monkeypatch.setenv("FAKE_PFRING_PACKETS", "10")
+    result = agent.capture(pfring_args(fake_lib, "watermark", "--watermark", "32",
+                                       "--watermark-timeout", str(timeout), "--count", "10"))
+    assert (result["ring"]["poll_duration_ms"],
+            result["ring"]["poll_watermark_timeout_ms"]) == (duration_ms, timeout_ms)
+    log = calls(pfring.load(str(fake_lib)))
+    assert log[log.index("duration") + 1] == str(duration_ms)
+    assert any("stands in for 'never'" in n for n in result["notes"]) == (timeout == 0)
+    host = HostInventory(name="rx", address="10.0.0.2", nics={"n": "eth7"})
+    ctx = HostContext(host, SimpleNamespace(pfring_loaded=True), {})  # type: ignore[arg-type]
+    setting = NicSetting("watermark", watermark=32, watermark_timeout=timeout)
+    assert pfring_backend.profile(ctx, "n", setting, 4096, [])["poll_duration_ms"] == duration_ms
+
+
+def test_wakeups_are_the_reading_threads_alone(fake_lib: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recv below never sleeps (FAKE_PFRING_SPIN), so the reading thread makes no
+    voluntary switch in its second of idling; the watchdog thread that ends the blocking
+    recv wakes ten times a second and counted with getrusage(RUSAGE_SELF) (10+ here)."""
+    monkeypatch.setenv("FAKE_PFRING_PACKETS", "50")
+    monkeypatch.setenv("FAKE_PFRING_SPIN", "1")
+    result = agent.capture(pfring_args(fake_lib, "active_wait", "--idle-timeout", "1.0"))
+    assert result["packets"] == 50 and result["stop_reason"] == "idle"
+    assert result["wakeups"] < 5
+
+
+def test_stranded_packets_are_those_left_in_the_ring(fake_lib: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """pfring_stats' recv counts packets read (of any port), so recv - packets was the
+    other ports' packets (94 here), not the 30 the watermark left in the ring."""
+    monkeypatch.setenv("FAKE_PFRING_PACKETS", "500")
+    monkeypatch.setenv("FAKE_PFRING_OTHER", "5")
+    monkeypatch.setenv("FAKE_PFRING_STRAND", "30")
+    result = agent.capture(pfring_args(fake_lib, "watermark", "--watermark", "64",
+                                       "--watermark-timeout", "0.05", "--idle-timeout", "0.2"))
+    assert (result["packets"], result["foreign_packets"], result["stranded"]) == (376, 94, 30)
+    monkeypatch.setattr(pfring.Ring, "queued", lambda _ring: None)  # an older library
+    result = agent.capture(pfring_args(fake_lib, "busy_poll", "--idle-timeout", "0.2"))
+    assert result["stranded"] is None
+    assert any("stranded packets are not observable" in n for n in result["notes"])
+
+
 @pytest.mark.parametrize("mode, expected", [
     ("active_wait", ["watermark", "1"]),
     ("watermark", ["watermark", "32", "duration", "250", "watermark_timeout", "250"]),
@@ -91,18 +153,20 @@ def test_agent_counts_through_pfring(fake_lib: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("FAKE_PFRING_PACKETS", "500")
     monkeypatch.setenv("FAKE_PFRING_SIZE", "300")
     monkeypatch.setenv("FAKE_PFRING_OTHER", "5")  # every 5th packet is for another port
-    args = agent.parse_args([
-        "--iface", "eth7", "--port", "9000", "--mode", mode, "--backend", "pfring",
-        "--pfring-lib", str(fake_lib), "--ring-slots", "1024", "--watermark", "32",
-        "--watermark-timeout", "0.25", "--poll-interval", "0.002", "--packet-size", "300",
-        "--idle-timeout", "0.3", "--profile", "/nonexistent.json"])
-    result = agent.capture(args)
+    result = agent.capture(pfring_args(
+        fake_lib, mode, "--ring-slots", "1024", "--watermark", "32", "--watermark-timeout",
+        "0.25", "--poll-interval", "0.002", "--packet-size", "300", "--idle-timeout", "0.3"))
     assert result["backend"] == "pfring"
     assert result["packets"] == 400 and result["bytes"] == 400 * 300
     assert result["first_arrival"] == pytest.approx(1000.0)
     assert result["stop_reason"] == "idle"
+    assert (result["foreign_packets"], result["stranded"]) == (100, 0)
+    blocking = mode != "busy_poll"  # its empty wake-ups are hidden in libpfring's loop
+    assert result["empty_wakeups"] == (None if blocking else 0)
+    assert any("empty wake-ups are not observable" in n for n in result["notes"]) == blocking
     lib = pfring.load(str(fake_lib))
     log = calls(lib)
-    tail = ["stats", "close"] if mode == "busy_poll" else ["breakloop", "stats", "close"]
+    tail = ["queued", "stats", "close"]
+    tail = tail if mode == "busy_poll" else ["breakloop", *tail]
     assert log[4:-len(tail)] == [*expected, "enable"]
     assert log[-len(tail):] == tail
