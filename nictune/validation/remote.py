@@ -143,8 +143,11 @@ def measure(rx: Receiver, sender: Connection, spec: traffic.TrafficSpec,
         raise RunError(f"{rx.host.name}: the agent wrote no JSON: {text[:200]!r}") from None
     if "error" in result:
         raise RunError(f"{rx.host.name}: agent failed: {result['error']}")
-    delta = counters.delta(result.pop("counters_before"), result.pop("counters_after"),
-                           rx.iface, hz=rx.hz)
+    try:
+        delta = counters.delta(result.pop("counters_before"), result.pop("counters_after"),
+                               rx.iface, hz=rx.hz)
+    except RunError as exc:  # a garbled /proc snapshot: say which host sent it
+        raise RunError(f"{rx.host.name}: {exc}") from None
     return {"agent": result, "sender": sent.to_json(), "counters": delta.to_json(),
             "spec": {"count": spec.count, "interval_us": spec.interval_us,
                      "target_rate_pps": spec.target_rate_pps if spec.interval_us else None,
@@ -168,7 +171,7 @@ def derive(raw: dict[str, Any]) -> dict[str, Any]:
         span = end - a["first_arrival"]
     # hping3 may miss counting the packet it was sending when SIGINT stopped a flood
     loss = max(0.0, 1 - received / sent) if sent else 0.0
-    drops = a["ring_drops"] + (c["rx_drop"] or 0) + (c["nic_drops"] or 0)
+    drops = a["ring_drops"] + (c.get("drops_before_ring") or 0)  # each drop counted once
     target = raw["spec"]["target_rate_pps"]
     limited = []
     if s.get("stopped") or (target and s["rate_pps"] < SENDER_SHORTFALL * target):

@@ -50,6 +50,22 @@ def test_a_paced_run_stopped_at_its_limit_is_kept_and_sender_limited() -> None:
     assert remote.derive(raw_run)["limited_by"] == ["offered rate"]
 
 
+
+def test_drops_before_the_ring_are_counted_once() -> None:
+    """7 drops that /proc/net/dev and ethtool -S both show are 7, beside the ring's 2."""
+    raw, spec = count_run(0)
+    sent = traffic.parse_hping3(raw["stdout"], raw["stderr"], raw["rc"], spec)
+    agent = {"packets": 491, "bytes": 491 * 1400, "first_arrival": 0.0, "last_arrival": 0.1,
+             "last_delivery": 0.1, "ring_drops": 2, "wakeups": 491, "empty_wakeups": 0,
+             "cpu_s": 0.01, "context_switches": 491, "stranded": 0, "backend": "af_packet",
+             "ring": 4096, "notes": []}
+    counts = {"rx_drop": 7, "nic_drops": 7, "drops_before_ring": 7, "nic_interrupts": 0,
+              "net_rx_softirqs": 0}
+    run = remote.derive({"agent": agent, "sender": sent.to_json(), "counters": counts,
+                         "spec": {"target_rate_pps": None}})
+    assert run["drops"] == 9
+
+
 def test_the_time_limit_is_three_times_the_nominal_run_plus_a_minute() -> None:
     spec = traffic.TrafficSpec("t", "10.0.0.2", 1, 1400, 10_000, 100)
     assert traffic.time_limit(spec) == pytest.approx(10_000 * 100e-6 * 3 + 60)
