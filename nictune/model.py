@@ -264,6 +264,8 @@ def _fmt(value: float | None) -> str:
 
 
 def _integer(value: Any) -> int:
+    if isinstance(value, float) and not math.isfinite(value):  # (int() raises other errors)
+        raise ValueError(f"expected a finite whole number, got {value}")
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
         raise ValueError(f"expected a whole number, got {value!r}")
     return int(value)

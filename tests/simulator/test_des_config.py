@@ -143,6 +143,13 @@ BAD = [
     ({"transmissions.0.rate": float("nan")}, r"transmissions\[0\]\.rate: must be a finite"),
     ({"transmissions.0.start": float("inf")}, r"transmissions\[0\]\.start: must be a finite"),
     ({"hosts.h1.costs.irq": float("nan")}, r"hosts\.h1\.costs\.irq: must be a finite"),
+    # (int() of them raised OverflowError, a traceback, or Python's own words)
+    ({"hosts.h1.cores": float("inf")}, r"hosts\.h1\.cores: expected a finite whole number"),
+    ({"transmissions.0.packet_size": float("-inf")},
+     r"packet_size: expected a finite whole number, got -inf"),
+    ({"nics.n1.max_ring_slots": float("inf")}, r"max_ring_slots: expected a finite whole number"),
+    ({"transmissions.0.default.ring_slots": float("nan")},
+     r"default\.ring_slots: expected a finite whole number, got nan"),
     ({"transmissions.0.default": {"mode": "passive_wait", "poll_interval": float("nan")}},
      r"default\.poll_interval: must be a finite"),
     ({"transmissions.0.id": "bad id!"}, r"transmissions\[0\]\.id: expected a name"),
