@@ -147,3 +147,20 @@ def test_argparse_errors_and_bad_config_exit_2(tmp_path, cfg, capsys):
     assert main(["simulate", str(bad)]) == 2
     assert "unknown key 'hostz'" in capsys.readouterr().err
     assert main(["simulate", str(tmp_path / "missing.yaml")]) == 2
+
+
+def argparse_error(capsys, *argv: str) -> str:
+    """The one line argparse prints for a bad command line (exit 2, before any work)."""
+    with pytest.raises(SystemExit) as e:
+        main(list(argv))
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    return err
+
+
+def test_negative_seed_is_refused_like_optimize_does(cfg, capsys):
+    """(NumPy's seeding raised a ValueError traceback, exit 1, where arrivals are random;
+    cbr ones silently took it.)"""
+    for command in ("simulate", "optimize"):
+        err = argparse_error(capsys, command, cfg, "--seed", "-1")
+        assert f"nictune {command}: error: argument --seed: must be at least 0, got -1" in err
