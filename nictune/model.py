@@ -13,7 +13,7 @@ import hashlib
 import math
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +194,8 @@ class Config:
         return self.hosts[self.nics[t.nic].host]
 
     def default_setting(self, t: Transmission) -> NicSetting:
+        """The setting `t`'s NIC has today: its config `default` (one per NIC), else
+        PF_RING's."""
         return t.default if t.default is not None else pfring_default(self.nic_of(t))
 
     def select(self, ids: Iterable[str] | None) -> list[Transmission]:
@@ -484,29 +486,32 @@ def parse_config(raw: object, source: str = "<config>", base: Path | None = None
         if t.id in seen:
             raise ConfigError(f"{source}: transmissions[{i}].id: duplicate id {t.id!r}")
         seen.add(t.id)
-    _check_shared_nic_defaults(transmissions, source)
+    transmissions = _one_setting_per_nic(transmissions, source)
     digest = hashlib.sha256(yaml.safe_dump(raw, sort_keys=True).encode()).hexdigest()
     return Config(hosts=hosts, nics=nics, transmissions=transmissions, source=source,
                   digest=f"sha256:{digest}")
 
 
-def _check_shared_nic_defaults(transmissions: list[Transmission], source: str) -> None:
-    """Transmissions on one NIC share its ring and IRQ core (a NIC has one of each)."""
-    first: dict[str, tuple[int, Transmission]] = {}
+def _one_setting_per_nic(transmissions: list[Transmission],
+                         source: str) -> list[Transmission]:
+    """A NIC has one setting at a time: the `default` one of its transmissions gives is
+    every one's (none: PF_RING's); two that differ are an error naming both."""
+    given: dict[str, tuple[int, Transmission]] = {}
     for i, t in enumerate(transmissions):
         if t.default is None:
             continue
-        if t.nic in first:
-            j, other = first[t.nic]
-            assert other.default is not None
-            if (other.default.ring_slots, other.default.irq_core) != (
-                    t.default.ring_slots, t.default.irq_core):
-                raise ConfigError(
-                    f"{source}: transmissions[{i}].default: ring_slots/irq_core differ from "
-                    f"transmissions[{j}] on the same nic {t.nic!r}; a NIC has one ring and "
-                    "one IRQ core")
-        else:
-            first[t.nic] = (i, t)
+        j, first = given.setdefault(t.nic, (i, t))
+        assert first.default is not None
+        ours, theirs = asdict(t.default), asdict(first.default)
+        differ = [k for k in ours if ours[k] != theirs[k]]
+        if differ:
+            raise ConfigError(
+                f"{source}: transmissions[{i}].default: {t.id}'s default differs from "
+                f"{first.id}'s (transmissions[{j}]) in {', '.join(differ)}, on the same nic "
+                f"{t.nic!r}; a NIC has one setting at a time: give its default once, or the "
+                "same on each of its transmissions")
+    return [t if t.default is not None or t.nic not in given
+            else replace(t, default=given[t.nic][1].default) for t in transmissions]
 
 
 def load_config(path: str | Path) -> Config:

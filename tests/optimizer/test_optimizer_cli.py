@@ -100,6 +100,26 @@ def test_optimizer_cli_bad_inputs_exit_2(small_config: Path, tmp_path: Path,
     assert "damaged checkpoint" in capsys.readouterr().err
 
 
+def test_optimize_and_simulate_agree_on_a_nics_default(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """t1 and t2 share n1, only t1 names a default: both commands give t2 that default
+    (simulate gave t2 PF_RING's while optimize silently took t1's)."""
+    config = tmp_path / "twodef.yaml"
+    config.write_text(yaml.safe_dump({
+        "hosts": {"h1": {"cores": 2}}, "nics": {"n1": {"host": "h1", "link": "10Gbit/s"}},
+        "transmissions": [
+            {"id": t, "nic": "n1", "size": "1MB", "packet_size": 1400, "rate": "3600pps",
+             **extra} for t, extra in (("t1", {"default": {"mode": "active_wait"}}),
+                                       ("t2", {}))]}))
+    assert main(["simulate", str(config), "--engine", "fast", "--json"]) == 0
+    simulated = [r["setting"] for r in json.loads(capsys.readouterr().out)["results"]]
+    assert main(["optimize", str(config), "--out", str(tmp_path / "r"), *FAST,
+                 "--verify", "none"]) == 0
+    plan = load_plan(tmp_path / "r" / "plan.yaml")
+    planned = [e.default_setting.to_json() for e in plan.entries]
+    assert planned == simulated and {s["mode"] for s in planned} == {"active_wait"}
+
+
 def test_optimizer_resume_keeps_the_runs_verify_and_prefer_unless_given(
         small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r"

@@ -202,10 +202,21 @@ def test_top_level_must_be_a_mapping():
         parse_config([1, 2], "x.yaml")
 
 
-def test_two_transmissions_on_one_nic_need_one_ring_and_irq_core():
-    raw = doc(**{"transmissions.1.default": {"mode": "active_wait", "ring_slots": 1024}})
-    with pytest.raises(ConfigError, match=r"transmissions\[1\]\.default: ring_slots/irq_core"):
+def test_a_nic_has_one_default_setting():
+    """t1 names n1's default and t2 (same NIC) none: t2 gets t1's, not PF_RING's (simulate
+    gave it PF_RING's while optimize took t1's); two that differ name both."""
+    cfg = parse_config(BASE, "x.yaml")
+    t1, t2 = cfg.transmissions
+    assert cfg.default_setting(t2) == cfg.default_setting(t1) == t1.default
+    assert t1.default is not None and t1.default.watermark_timeout == 0.5
+    raw = doc(**{"transmissions.1.default": {"mode": "active_wait", "ring_slots": 4096}})
+    with pytest.raises(ConfigError, match=(
+            r"^x\.yaml: transmissions\[1\]\.default: t2's default differs from t1's "
+            r"\(transmissions\[0\]\) in mode, watermark, watermark_timeout, on the same nic "
+            r"'n1'; a NIC has one setting at a time")):
         parse_config(raw, "x.yaml")
+    same = doc(**{"transmissions.1.default": BASE["transmissions"][0]["default"]})
+    assert parse_config(same).transmissions[1].default == t1.default
 
 
 def test_unknown_transmission_is_named():
