@@ -247,9 +247,10 @@ class _Fields:
                       key)
         return value
 
-    def required(self, key: str, parse: Callable[[Any], Any], **limits: Any) -> Any:
+    def required(self, key: str, parse: Callable[[Any], Any], hint: str = "",
+                 **limits: Any) -> Any:
         if not self.has(key):
-            self.fail("is required", key)
+            self.fail(f"is required{hint}", key)
         return self.get(key, parse, **limits)
 
     def choice(self, key: str, choices: tuple[str, ...], default: str | None = None) -> str:
@@ -314,8 +315,9 @@ def parse_setting(raw: object, nic: Nic, host: Host, source: str, where: str) ->
             setting,
             watermark=f.required("watermark", _integer, low=1, high=ring // 2,
                                  unit=" packets (half the ring)"),
-            watermark_timeout=f.get("watermark_timeout", parse_duration, 0.0, 0.0, MAX_INTERVAL,
-                                    " s"),
+            watermark_timeout=f.required(
+                "watermark_timeout", parse_duration, low=0.0, high=MAX_INTERVAL, unit=" s",
+                hint=" (0 for none: the packets below the watermark are then stranded)"),
         )
     return setting
 

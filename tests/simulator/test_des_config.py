@@ -176,6 +176,9 @@ BAD = [
     ({"transmissions.0.default.watermark": 3000},
      r"default\.watermark: must be between 1 and 2048 packets \(half the ring\), got 3000"),
     ({"transmissions.0.default.watermark": _DELETE}, r"default\.watermark: is required"),
+    # (a missing timeout silently meant none, which strands the last partial batch)
+    ({"transmissions.0.default.watermark_timeout": _DELETE},
+     r"default\.watermark_timeout: is required \(0 for none: the packets below the watermark"),
     ({"transmissions.0.default.ring_slots": 16},
      r"default\.ring_slots: must be between 64 and 8192 slots \(the NIC's ring limits\)"),
     ({"transmissions.0.default.irq_core": 7}, r"default\.irq_core: must be between 0 and 3"),

@@ -123,6 +123,8 @@ def test_table_by_default(cfg, capsys):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--mode", "passive_wait"], "options for a: poll_interval: is required"),
+    (["--transmission", "b", "--mode", "watermark", "--watermark", "8"],
+     "options for b: watermark_timeout: is required (0 for none"),
     (["--watermark", "4000"], "watermark: must be between 1 and 2048"),
     (["--poll-interval", "5us"], "poll_interval: is not used by mode watermark"),
     (["--mode", "passive_wait", "--poll-interval", "5 lightyears"], "unknown unit 'lightyears'"),
