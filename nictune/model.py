@@ -207,10 +207,13 @@ class Config:
 
 
 class _Fields:
-    """A mapping being read at `where` in `source`; reports unknown keys as errors."""
+    """A mapping being read at `where` in `source`; reports unknown keys as errors.
+    `elsewhere` names the file and path of keys that came from another file (a host
+    profile), so their errors name that file."""
 
-    def __init__(self, raw: object, source: str, where: str, allowed: Iterable[str]):
-        self.source, self.where = source, where
+    def __init__(self, raw: object, source: str, where: str, allowed: Iterable[str],
+                 elsewhere: dict[str, tuple[str, str]] | None = None):
+        self.source, self.where, self.elsewhere = source, where, elsewhere or {}
         if not isinstance(raw, dict):
             self.fail(f"expected a mapping, got {type(raw).__name__}")
         self.raw: dict[str, Any] = raw  # type: ignore[assignment]
@@ -224,7 +227,8 @@ class _Fields:
         return f"{self.where}.{key}" if self.where else key
 
     def fail(self, reason: str, key: str | None = None) -> None:
-        raise ConfigError(f"{self.source}: {self.path(key) or '(top level)'}: {reason}")
+        source, where = self.elsewhere.get(key or "", (self.source, self.path(key)))
+        raise ConfigError(f"{source}: {where or '(top level)'}: {reason}")
 
     def has(self, key: str) -> bool:
         return self.raw.get(key) is not None
@@ -340,19 +344,7 @@ def _parse_host(name: str, raw: object, source: str, base: Path) -> Host:
     f = _Fields(raw, source, where, ("cores", "profile", "costs", "memory", "power",
                                      "backlog_slots"))
     _identifier_or_fail(name, source, where)
-    sections: dict[str, dict[str, Any]] = {"costs": {}, "memory": {}, "power": {}}
-    if f.has("profile"):
-        sections = _load_profile(base / str(f.raw["profile"]), source, f.path("profile"))
-    for key in sections:
-        if f.has(key):
-            if not isinstance(f.raw[key], dict):
-                f.fail("expected a mapping", key)
-            sections[key] = {**sections[key], **f.raw[key]}
-    c = _Fields(sections["costs"], source, f.path("costs"),
-                ("irq", "per_packet", "per_byte", "poll_check"))
-    m = _Fields(sections["memory"], source, f.path("memory"),
-                ("bandwidth", "traffic_per_byte", "sustainable"))
-    p = _Fields(sections["power"], source, f.path("power"), ("nic_idle", "core_busy"))
+    c, m, p = _host_sections(f, base)
     d = Costs()
     costs = Costs(
         irq=c.get("irq", parse_duration, d.irq, 0.0, 1e-3, " s"),
@@ -376,6 +368,27 @@ def _parse_host(name: str, raw: object, source: str, base: Path) -> Host:
         costs=costs, memory=memory, power=power,
         backlog_slots=f.get("backlog_slots", _integer, 1000, 1, 10_000_000),
     )
+
+
+HOST_SECTIONS = {"costs": ("irq", "per_packet", "per_byte", "poll_check"),
+                 "memory": ("bandwidth", "traffic_per_byte", "sustainable"),
+                 "power": ("nic_idle", "core_busy")}
+
+
+def _host_sections(f: _Fields, base: Path) -> list[_Fields]:
+    """A host's costs, memory and power: its profile's keys (their errors name the
+    profile file) overridden by its own."""
+    path = base / str(f.raw["profile"]) if f.has("profile") else None
+    profile = _load_profile(path, f.source, f.path("profile")) if path else {}
+    out = []
+    for key, allowed in HOST_SECTIONS.items():
+        own = f.raw[key] if f.has(key) else {}
+        if not isinstance(own, dict):
+            f.fail("expected a mapping", key)
+        theirs = profile.get(key, {})
+        elsewhere = {k: (str(path), f"{key}.{k}") for k in theirs if k not in own}
+        out.append(_Fields({**theirs, **own}, f.source, f.path(key), allowed, elsewhere))
+    return out
 
 
 def _load_profile(path: Path, source: str, where: str) -> dict[str, dict[str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import csv
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -245,10 +246,30 @@ def test_host_profile_is_the_base_and_keys_override(tmp_path):
     assert h.costs.irq == pytest.approx(5e-6)  # the config's key wins
     assert h.costs.per_byte == pytest.approx(1e-9)  # from the profile
     (tmp_path / "prof.yaml").write_text(yaml.safe_dump({"costs": {"irk": "7us"}}))
-    with pytest.raises(ConfigError, match=r"unknown key 'irk'"):
+    with pytest.raises(ConfigError, match=r"prof\.yaml: costs\.irk: unknown key 'irk'"):
         load_config(tmp_path / "c.yaml")
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(doc(**{"hosts.h1.profile": "nope.yaml"})))
     with pytest.raises(ConfigError, match=r"hosts\.h1\.profile: cannot read"):
+        load_config(tmp_path / "c.yaml")
+
+
+def test_errors_in_a_profile_name_the_profile_file(tmp_path):
+    """(They were reported against the config that names the profile, where no such
+    value is written.)"""
+    profile = re.escape(str(tmp_path / "prof.yaml"))
+    (tmp_path / "prof.yaml").write_text(yaml.safe_dump({"costs": {"per_byte": "fast"},
+                                                        "memory": {"bandwidth": "1kB/s"}}))
+    raw = doc(**{"hosts.h1.profile": "prof.yaml", "hosts.h1.memory.bandwidth": _DELETE})
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=rf"^{profile}: costs\.per_byte: expected a duration"):
+        load_config(tmp_path / "c.yaml")
+    raw["hosts"]["h1"]["costs"]["per_byte"] = "1ns"  # the config overrides the bad value
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=rf"^{profile}: memory\.bandwidth: must be between"):
+        load_config(tmp_path / "c.yaml")
+    raw["hosts"]["h1"]["memory"]["bandwidth"] = "1kB/s"  # now the config's own value
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"c\.yaml: hosts\.h1\.memory\.bandwidth: must be"):
         load_config(tmp_path / "c.yaml")
 
 
