@@ -29,10 +29,24 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+class CommandParser(Parser):
+    """A sub-command's parser: arguments it does not know are its error, pointing to its
+    own help (`nictune optimize: error: unrecognized arguments: --popluation 8 (see nictune
+    optimize --help)`), not the top level's."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extra = super().parse_known_args(args, namespace)
+        if extra:
+            self.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed, extra
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="nictune", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"nictune {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     sub.required = True
     for name in PARTS:
         importlib.import_module(name).register(sub)

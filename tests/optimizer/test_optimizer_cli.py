@@ -66,6 +66,8 @@ def test_optimizer_cli_prints_the_table_without_json(
     (["--prefer", "x"], "invalid choice: 'x'"),
     (["--engine", "gpu"], "invalid choice: 'gpu'"),
     (["--generations", "two"], "expected a whole number, got 'two'"),
+    (["--popluation", "8"], "nictune optimize: error: unrecognized arguments: --popluation 8 "
+                            "(see nictune optimize --help)"),
 ])
 def test_optimizer_cli_bad_options_exit_2(small_config: Path, extra: list[str], message: str,
                                          capsys: pytest.CaptureFixture[str]) -> None:

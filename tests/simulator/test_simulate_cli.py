@@ -166,3 +166,10 @@ def test_negative_seed_is_refused_like_optimize_does(cfg, capsys):
     for command in ("simulate", "optimize"):
         err = argparse_error(capsys, command, cfg, "--seed", "-1")
         assert f"nictune {command}: error: argument --seed: must be at least 0, got -1" in err
+
+
+def test_unknown_arguments_are_the_sub_commands_error(cfg, capsys):
+    """(They were the top level's: `nictune: error: ... (see nictune --help)`.)"""
+    err = argparse_error(capsys, "simulate", cfg, "extra.yaml")
+    assert err.startswith("nictune simulate: error: unrecognized arguments: extra.yaml")
+    assert err.endswith("(see nictune simulate --help)\n")
