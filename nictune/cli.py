@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from nictune import __version__
 from nictune.errors import InputError, RunError
@@ -21,8 +23,17 @@ PARTS = ("nictune.simulator.cli", "nictune.optimizer.cli", "nictune.deploy.cli",
          "nictune.validation.cli")
 
 
+# A negative number, with or without a unit (`-1`, `-1.5e3`, `-1ms`): an option's value,
+# refused by its range check, not an unknown option ("expected one argument").
+NEGATIVE = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?[A-Za-zµ/%]*$")
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse with a one-line error (no usage dump) and exit code 2."""
+    """argparse with a one-line error (no usage dump) and exit code 2; `-1ms` is a value."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE
 
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")

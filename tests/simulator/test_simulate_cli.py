@@ -173,3 +173,17 @@ def test_unknown_arguments_are_the_sub_commands_error(cfg, capsys):
     err = argparse_error(capsys, "simulate", cfg, "extra.yaml")
     assert err.startswith("nictune simulate: error: unrecognized arguments: extra.yaml")
     assert err.endswith("(see nictune simulate --help)\n")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--mode", "passive_wait", "--poll-interval", "-1ms"],
+     "poll_interval: must be between 1e-06 and 10 s, got -0.001"),
+    (["--watermark-timeout", "-5ms"], "watermark_timeout: must be between 0 and 10 s"),
+    (["--watermark", "-3"], "watermark: must be between 1 and 2048"),
+])
+def test_negative_values_get_the_range_message(cfg, capsys, argv, message):
+    """`-1ms` is the option's value, not an unknown option ("expected one argument")."""
+    assert main(["simulate", cfg, *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert "expected one argument" in argparse_error(capsys, "simulate", cfg, "--poll-interval",
+                                                     "--json")
