@@ -66,6 +66,10 @@ def test_optimizer_cli_prints_the_table_without_json(
     (["--prefer", "x"], "invalid choice: 'x'"),
     (["--engine", "gpu"], "invalid choice: 'gpu'"),
     (["--generations", "two"], "expected a whole number, got 'two'"),
+    # (a ValueError traceback from distributed, exit 1)
+    (["--dask", "foo"], "got 'foo': not HOST:PORT with a port from 1 to 65535"),
+    (["--dask", "localhost:8786x"], "got 'localhost:8786x': not HOST:PORT"),
+    (["--dask", "http://127.0.0.1:8786"], "unknown address scheme 'http'"),
     (["--popluation", "8"], "nictune optimize: error: unrecognized arguments: --popluation 8 "
                             "(see nictune optimize --help)"),
 ])
