@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "optimize", help="search NIC settings with a genetic algorithm and write a plan",
         description="Search every transmission's NIC setting with NSGA-II over the fast "
                     "engine, verify the plan with the DES, write DIR/plan.yaml and reports.")
-    p.add_argument("config", help="the config (YAML) to optimise")
+    p.add_argument("config", metavar="CONFIG", help="YAML config (see configs/README.md)")
     p.add_argument("--out", type=out_dir, metavar="DIR",
                    help="output directory (default runs/<config stem>)")
     p.add_argument("--population", type=count(MIN_POPULATION), metavar="N",

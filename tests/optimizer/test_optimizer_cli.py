@@ -298,3 +298,12 @@ def test_progress_on_a_terminal_keeps_the_generation_beside_the_des_runs(
         f"\r{gen0} · DES runs 2/8\033[K", f"\r{gen0}\033[K",
         "\rgen    2/2 [####################] best throughput +0.750 %, front 4, 0.2 evals/s"
         "\033[K\n", "\r  DES runs 1/2\033[K"])
+
+
+def test_help_names_the_config_and_dask_as_simulate_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["optimize", "--help"])
+    usage = capsys.readouterr().out
+    assert usage.startswith("usage: nictune optimize [-h]") and " CONFIG\n" in usage
+    assert "[--dask ADDRESS|local]" in usage
