@@ -199,8 +199,10 @@ class Config:
         return t.default if t.default is not None else pfring_default(self.nic_of(t))
 
     def select(self, ids: Iterable[str] | None) -> list[Transmission]:
-        """The named transmissions in the order given, or all of them."""
-        return list(self.transmissions) if not ids else [self.transmission(i) for i in ids]
+        """The named transmissions in the order given (each once), or all of them."""
+        if not ids:
+            return list(self.transmissions)
+        return [self.transmission(i) for i in dict.fromkeys(ids)]
 
 
 # ----------------------------------------------------------------------------- parsing

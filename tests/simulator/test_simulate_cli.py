@@ -187,3 +187,10 @@ def test_negative_values_get_the_range_message(cfg, capsys, argv, message):
     assert message in capsys.readouterr().err
     assert "expected one argument" in argparse_error(capsys, "simulate", cfg, "--poll-interval",
                                                      "--json")
+
+
+def test_a_transmission_named_twice_is_simulated_once(cfg, capsys):
+    """(`--transmission a --transmission a` printed two identical rows.)"""
+    out = results(capsys, cfg, "--transmission", "b", "--transmission", "a",
+                  "--transmission", "b", "--engine", "fast")
+    assert [r["transmission"] for r in out] == ["b", "a"]
