@@ -221,10 +221,12 @@ def write_plots(search: Search, prefer: str, directory: Path) -> None:
     twin.plot(gen, [r[f"{prefer}_interrupts_ratio"] for r in s.logbook], "k--",
               label=f"interrupts ratio ({prefer})")
     twin.set_ylabel("interrupts / default")
-    ax.legend(loc="best", fontsize=8)
-    twin.legend(loc="upper center", fontsize=8)
+    # one legend for both axes, below the plot: inside it covered the curves
+    handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8,
+               frameon=False)
     ax.set_title("Convergence (predicted)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0.0, 0.07, 1.0, 1.0))
     fig.savefig(directory / "convergence.png", dpi=110)
     plt.close(fig)
 
