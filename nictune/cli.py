@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from nictune import __version__
 from nictune.errors import InputError, RunError
@@ -21,18 +23,41 @@ PARTS = ("nictune.simulator.cli", "nictune.optimizer.cli", "nictune.deploy.cli",
          "nictune.validation.cli")
 
 
+# A negative number, with or without a unit (`-1`, `-1.5e3`, `-1ms`): an option's value,
+# refused by its range check, not an unknown option ("expected one argument").
+NEGATIVE = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?[A-Za-zµ/%]*$")
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse with a one-line error (no usage dump) and exit code 2."""
+    """argparse with a one-line error (no usage dump) and exit code 2; `-1ms` is a value."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE
 
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
         sys.exit(2)
 
 
+class CommandParser(Parser):
+    """A sub-command's parser: arguments it does not know are its error, pointing to its
+    own help (`nictune optimize: error: unrecognized arguments: --popluation 8 (see nictune
+    optimize --help)`), not the top level's."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extra = super().parse_known_args(args, namespace)
+        if extra:
+            self.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed, extra
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="nictune", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"nictune {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     sub.required = True
     for name in PARTS:
         importlib.import_module(name).register(sub)

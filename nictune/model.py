@@ -13,7 +13,7 @@ import hashlib
 import math
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -194,21 +194,28 @@ class Config:
         return self.hosts[self.nics[t.nic].host]
 
     def default_setting(self, t: Transmission) -> NicSetting:
+        """The setting `t`'s NIC has today: its config `default` (one per NIC), else
+        PF_RING's."""
         return t.default if t.default is not None else pfring_default(self.nic_of(t))
 
     def select(self, ids: Iterable[str] | None) -> list[Transmission]:
-        """The named transmissions in the order given, or all of them."""
-        return list(self.transmissions) if not ids else [self.transmission(i) for i in ids]
+        """The named transmissions in the order given (each once), or all of them."""
+        if not ids:
+            return list(self.transmissions)
+        return [self.transmission(i) for i in dict.fromkeys(ids)]
 
 
 # ----------------------------------------------------------------------------- parsing
 
 
 class _Fields:
-    """A mapping being read at `where` in `source`; reports unknown keys as errors."""
+    """A mapping being read at `where` in `source`; reports unknown keys as errors.
+    `elsewhere` names the file and path of keys that came from another file (a host
+    profile), so their errors name that file."""
 
-    def __init__(self, raw: object, source: str, where: str, allowed: Iterable[str]):
-        self.source, self.where = source, where
+    def __init__(self, raw: object, source: str, where: str, allowed: Iterable[str],
+                 elsewhere: dict[str, tuple[str, str]] | None = None):
+        self.source, self.where, self.elsewhere = source, where, elsewhere or {}
         if not isinstance(raw, dict):
             self.fail(f"expected a mapping, got {type(raw).__name__}")
         self.raw: dict[str, Any] = raw  # type: ignore[assignment]
@@ -222,7 +229,8 @@ class _Fields:
         return f"{self.where}.{key}" if self.where else key
 
     def fail(self, reason: str, key: str | None = None) -> None:
-        raise ConfigError(f"{self.source}: {self.path(key) or '(top level)'}: {reason}")
+        source, where = self.elsewhere.get(key or "", (self.source, self.path(key)))
+        raise ConfigError(f"{source}: {where or '(top level)'}: {reason}")
 
     def has(self, key: str) -> bool:
         return self.raw.get(key) is not None
@@ -245,9 +253,10 @@ class _Fields:
                       key)
         return value
 
-    def required(self, key: str, parse: Callable[[Any], Any], **limits: Any) -> Any:
+    def required(self, key: str, parse: Callable[[Any], Any], hint: str = "",
+                 **limits: Any) -> Any:
         if not self.has(key):
-            self.fail("is required", key)
+            self.fail(f"is required{hint}", key)
         return self.get(key, parse, **limits)
 
     def choice(self, key: str, choices: tuple[str, ...], default: str | None = None) -> str:
@@ -264,6 +273,8 @@ def _fmt(value: float | None) -> str:
 
 
 def _integer(value: Any) -> int:
+    if isinstance(value, float) and not math.isfinite(value):  # (int() raises other errors)
+        raise ValueError(f"expected a finite whole number, got {value}")
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
         raise ValueError(f"expected a whole number, got {value!r}")
     return int(value)
@@ -310,8 +321,9 @@ def parse_setting(raw: object, nic: Nic, host: Host, source: str, where: str) ->
             setting,
             watermark=f.required("watermark", _integer, low=1, high=ring // 2,
                                  unit=" packets (half the ring)"),
-            watermark_timeout=f.get("watermark_timeout", parse_duration, 0.0, 0.0, MAX_INTERVAL,
-                                    " s"),
+            watermark_timeout=f.required(
+                "watermark_timeout", parse_duration, low=0.0, high=MAX_INTERVAL, unit=" s",
+                hint=" (0 for none: the packets below the watermark are then stranded)"),
         )
     return setting
 
@@ -334,19 +346,7 @@ def _parse_host(name: str, raw: object, source: str, base: Path) -> Host:
     f = _Fields(raw, source, where, ("cores", "profile", "costs", "memory", "power",
                                      "backlog_slots"))
     _identifier_or_fail(name, source, where)
-    sections: dict[str, dict[str, Any]] = {"costs": {}, "memory": {}, "power": {}}
-    if f.has("profile"):
-        sections = _load_profile(base / str(f.raw["profile"]), source, f.path("profile"))
-    for key in sections:
-        if f.has(key):
-            if not isinstance(f.raw[key], dict):
-                f.fail("expected a mapping", key)
-            sections[key] = {**sections[key], **f.raw[key]}
-    c = _Fields(sections["costs"], source, f.path("costs"),
-                ("irq", "per_packet", "per_byte", "poll_check"))
-    m = _Fields(sections["memory"], source, f.path("memory"),
-                ("bandwidth", "traffic_per_byte", "sustainable"))
-    p = _Fields(sections["power"], source, f.path("power"), ("nic_idle", "core_busy"))
+    c, m, p = _host_sections(f, base)
     d = Costs()
     costs = Costs(
         irq=c.get("irq", parse_duration, d.irq, 0.0, 1e-3, " s"),
@@ -370,6 +370,27 @@ def _parse_host(name: str, raw: object, source: str, base: Path) -> Host:
         costs=costs, memory=memory, power=power,
         backlog_slots=f.get("backlog_slots", _integer, 1000, 1, 10_000_000),
     )
+
+
+HOST_SECTIONS = {"costs": ("irq", "per_packet", "per_byte", "poll_check"),
+                 "memory": ("bandwidth", "traffic_per_byte", "sustainable"),
+                 "power": ("nic_idle", "core_busy")}
+
+
+def _host_sections(f: _Fields, base: Path) -> list[_Fields]:
+    """A host's costs, memory and power: its profile's keys (their errors name the
+    profile file) overridden by its own."""
+    path = base / str(f.raw["profile"]) if f.has("profile") else None
+    profile = _load_profile(path, f.source, f.path("profile")) if path else {}
+    out = []
+    for key, allowed in HOST_SECTIONS.items():
+        own = f.raw[key] if f.has(key) else {}
+        if not isinstance(own, dict):
+            f.fail("expected a mapping", key)
+        theirs = profile.get(key, {})
+        elsewhere = {k: (str(path), f"{key}.{k}") for k in theirs if k not in own}
+        out.append(_Fields({**theirs, **own}, f.source, f.path(key), allowed, elsewhere))
+    return out
 
 
 def _load_profile(path: Path, source: str, where: str) -> dict[str, dict[str, Any]]:
@@ -482,29 +503,32 @@ def parse_config(raw: object, source: str = "<config>", base: Path | None = None
         if t.id in seen:
             raise ConfigError(f"{source}: transmissions[{i}].id: duplicate id {t.id!r}")
         seen.add(t.id)
-    _check_shared_nic_defaults(transmissions, source)
+    transmissions = _one_setting_per_nic(transmissions, source)
     digest = hashlib.sha256(yaml.safe_dump(raw, sort_keys=True).encode()).hexdigest()
     return Config(hosts=hosts, nics=nics, transmissions=transmissions, source=source,
                   digest=f"sha256:{digest}")
 
 
-def _check_shared_nic_defaults(transmissions: list[Transmission], source: str) -> None:
-    """Transmissions on one NIC share its ring and IRQ core (a NIC has one of each)."""
-    first: dict[str, tuple[int, Transmission]] = {}
+def _one_setting_per_nic(transmissions: list[Transmission],
+                         source: str) -> list[Transmission]:
+    """A NIC has one setting at a time: the `default` one of its transmissions gives is
+    every one's (none: PF_RING's); two that differ are an error naming both."""
+    given: dict[str, tuple[int, Transmission]] = {}
     for i, t in enumerate(transmissions):
         if t.default is None:
             continue
-        if t.nic in first:
-            j, other = first[t.nic]
-            assert other.default is not None
-            if (other.default.ring_slots, other.default.irq_core) != (
-                    t.default.ring_slots, t.default.irq_core):
-                raise ConfigError(
-                    f"{source}: transmissions[{i}].default: ring_slots/irq_core differ from "
-                    f"transmissions[{j}] on the same nic {t.nic!r}; a NIC has one ring and "
-                    "one IRQ core")
-        else:
-            first[t.nic] = (i, t)
+        j, first = given.setdefault(t.nic, (i, t))
+        assert first.default is not None
+        ours, theirs = asdict(t.default), asdict(first.default)
+        differ = [k for k in ours if ours[k] != theirs[k]]
+        if differ:
+            raise ConfigError(
+                f"{source}: transmissions[{i}].default: {t.id}'s default differs from "
+                f"{first.id}'s (transmissions[{j}]) in {', '.join(differ)}, on the same nic "
+                f"{t.nic!r}; a NIC has one setting at a time: give its default once, or the "
+                "same on each of its transmissions")
+    return [t if t.default is not None or t.nic not in given
+            else replace(t, default=given[t.nic][1].default) for t in transmissions]
 
 
 def load_config(path: str | Path) -> Config:

@@ -107,7 +107,18 @@ def format_bitrate(bps: float) -> str:
 
 def format_duration(seconds: float, digits: int = 3) -> str:
     """`500 ms`, `20 us` style, for tables (`digits` significant digits)."""
-    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if abs(seconds) >= factor:
-            return f"{seconds / factor:.{digits}g} {unit}"
-    return f"{seconds / 1e-9:.{digits}g} ns"
+    return _in_unit(seconds, ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")), digits)
+
+
+def format_size(size: float, digits: int = 3) -> str:
+    """`7.5 GB`, `64 B` style (powers of 10), for tables."""
+    return _in_unit(size, ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")),
+                    digits)
+
+
+def _in_unit(value: float, units: tuple[tuple[float, str], ...], digits: int) -> str:
+    """`value` in the largest of `units` it reaches once rounded to `digits` significant
+    digits (so 999.9 ms is `1 s`, not `1e+03 ms`); the last unit below them all."""
+    value = float(f"{value:.{digits}g}")
+    factor, unit = next(((f, u) for f, u in units if abs(value) >= f), units[-1])
+    return f"{value / factor:.{digits}g} {unit}"

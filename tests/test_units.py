@@ -3,6 +3,8 @@
 import pytest
 
 from nictune.units import (
+    format_duration,
+    format_size,
     parse_bitrate,
     parse_byterate,
     parse_duration,
@@ -69,3 +71,19 @@ def test_onoff_keys_unquoted_in_yaml(tmp_path):
         "     arrival: onoff, onoff: {on: 5ms, off: 20ms}}\n")
     t = load_config(path).transmissions[0]
     assert (t.onoff_on, t.onoff_off) == pytest.approx((0.005, 0.020))
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (0.5, "500 ms"), (20e-6, "20 us"), (250e-9, "250 ns"), (0.0, "0 ns"), (2.5, "2.5 s"),
+    # the unit is chosen after rounding: these printed as `1e+03 ms`, `1e+03 us`
+    (0.9999, "1 s"), (999.96e-6, "1 ms"), (0.99949, "999 ms"),
+])
+def test_format_duration(value, text):
+    assert format_duration(value) == text
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (7.5e9, "7.5 GB"), (64, "64 B"), (999.9e6, "1 GB"), (999.6, "1 kB"),
+])
+def test_format_size(value, text):
+    assert format_size(value) == text

@@ -21,7 +21,7 @@ from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.export import json_document, write_all
 from nictune.optimizer.objectives import PREFERENCES
-from nictune.optimizer.parallel import mapper
+from nictune.optimizer.parallel import dask_address, mapper
 from nictune.optimizer.search import Search
 
 DEFAULTS = Options()
@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "optimize", help="search NIC settings with a genetic algorithm and write a plan",
         description="Search every transmission's NIC setting with NSGA-II over the fast "
                     "engine, verify the plan with the DES, write DIR/plan.yaml and reports.")
-    p.add_argument("config", help="the config (YAML) to optimise")
+    p.add_argument("config", metavar="CONFIG", help="YAML config (see configs/README.md)")
     p.add_argument("--out", type=out_dir, metavar="DIR",
                    help="output directory (default runs/<config stem>)")
     p.add_argument("--population", type=count(MIN_POPULATION), metavar="N",
@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=count(1), metavar="N",
                    help="processes for DES runs (default: one per CPU, at most two per "
                         "host of the config with --verify des, 1 with --verify none)")
-    p.add_argument("--dask", metavar="ADDRESS",
+    p.add_argument("--dask", metavar="ADDRESS|local", type=dask_address,
                    help="run DES tasks on a Dask scheduler (ADDRESS) or 'local' (2 workers)")
     p.add_argument("--prefer", choices=PREFERENCES,
                    help="which point of the front becomes the plan (default throughput)")

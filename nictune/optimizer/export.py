@@ -26,7 +26,7 @@ from nictune.optimizer.search import Search
 from nictune.plan import Plan, PlanEntry, save_plan
 from nictune.simulator.des import after_arrivals
 from nictune.simulator.metrics import Metrics, ends_on_timeout
-from nictune.units import format_bitrate, format_duration
+from nictune.units import format_bitrate, format_duration, format_size
 
 DISAGREE = 0.05  # relative difference between engines that flags a transmission
 # Metric, and the magnitude below which differences do not count (noise floor); for
@@ -221,10 +221,12 @@ def write_plots(search: Search, prefer: str, directory: Path) -> None:
     twin.plot(gen, [r[f"{prefer}_interrupts_ratio"] for r in s.logbook], "k--",
               label=f"interrupts ratio ({prefer})")
     twin.set_ylabel("interrupts / default")
-    ax.legend(loc="best", fontsize=8)
-    twin.legend(loc="upper center", fontsize=8)
+    # one legend for both axes, below the plot: inside it covered the curves
+    handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8,
+               frameon=False)
     ax.set_title("Convergence (predicted)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0.0, 0.07, 1.0, 1.0))
     fig.savefig(directory / "convergence.png", dpi=110)
     plt.close(fig)
 
@@ -249,13 +251,6 @@ def write_plots(search: Search, prefer: str, directory: Path) -> None:
     plt.close(fig)
 
 
-def _size(n: float) -> str:
-    for unit, f in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= f:
-            return f"{n / f:.3g} {unit}"
-    return f"{n:.0f} B"
-
-
 def _setting(config: Config, nic: str, s: NicSetting) -> str:
     """`describe()`, plus IRQ core and placement where the host has several NICs."""
     host = config.nics[nic].host
@@ -278,7 +273,7 @@ def table(config: Config, out: Outcome, engine_label: str) -> str:
         gains.append(gain)
         flag = " ⚠" if out.flags[i] else ""
         lines.append(
-            f"| {t.id}{flag} | {_size(t.size)} | {t.packet_size} B "
+            f"| {t.id}{flag} | {format_size(t.size)} | {t.packet_size} B "
             f"| {format_bitrate(d.throughput_bps)} | {format_bitrate(o.throughput_bps)} "
             f"| {gain:+.3f} | {d.interrupts:.4g} | {o.interrupts:.4g} "
             f"| {100 * d.cpu_util:.3g} % | {100 * o.cpu_util:.3g} % "

@@ -136,16 +136,20 @@ def pick(values: np.ndarray, violation: np.ndarray, prefer: str,
          worst: np.ndarray | None = None) -> int:
     """The index a preference chooses; the default has ratio 1 on every objective.
 
-    Only rows at least as fast as the default for every transmission (`worst`, the lowest
-    per-transmission throughput ratio of the row; "as fast" allows `NOISE`) are eligible,
-    and among them only those using at most `CPU_SLACK` times the CPU of the default or of
-    the most frugal eligible row, whichever is more: otherwise busy polling (no interrupts,
-    a whole core spinning) would always win the interrupt count. Then
-    throughput: the highest throughput (ties within `TIE`), the fewest interrupts (ties
-    within `INT_TIE`), the least CPU; interrupts: the fewest interrupts (within
-    `INT_TIE`), the highest throughput (within `TIE`), the least CPU;
-    balanced: among the non-dominated rows, the one closest to the ideal point after
-    scaling each objective's logarithm to [0, 1] (the knee of the front).
+    In this order (docs/optimize.md, "The plan"):
+    1. eligible: the rows at least as fast as the default for every transmission
+       (`worst`, the lowest per-transmission throughput ratio of the row; "as fast"
+       allows `NOISE`); if none (the default is infeasible), the fastest (within `TIE`);
+    2. throughput only: the fastest of those (within `TIE`);
+    3. at most `CPU_SLACK` times the CPU of the default or of the most frugal row kept so
+       far, whichever is more (else busy polling, no interrupts but a whole core, would
+       win the interrupt count) — for throughput relative to the fastest rows, so where
+       they all spin, a spinning row is taken;
+    4. throughput: the fewest interrupts (ties within `INT_TIE`), then the least CPU;
+       interrupts: the fewest interrupts (within `INT_TIE`), the highest throughput
+       (within `TIE`), the least CPU; balanced: among the non-dominated rows, the one
+       closest to the ideal point after scaling each objective's logarithm to [0, 1]
+       (the knee of the front).
     """
     idx = candidates(values, violation)
     low = (values[:, 0] if worst is None else worst)[idx]

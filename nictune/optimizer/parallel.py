@@ -7,6 +7,7 @@ that order as they come in, so a caller can count progress; read them inside the
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import multiprocessing
 import signal
@@ -71,6 +72,30 @@ def _pool_map(workers: int) -> Iterator[Map]:
 def _ignore_sigint() -> None:
     """Workers leave Ctrl-C to the parent, which stops the run and reports it once."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def dask_address(text: str) -> str:
+    """`--dask`'s value: `local`, or a scheduler address `[SCHEME://]HOST:PORT` with a
+    scheme Dask knows, checked before any work (a bad one was a ValueError traceback from
+    distributed; one that does not answer is still a failed run, found when connecting)."""
+    if text == "local":
+        return text
+    try:
+        from distributed.comm.addressing import parse_address
+        from distributed.comm.registry import get_backend
+    except ImportError:
+        raise argparse.ArgumentTypeError("needs Dask: pip install 'nictune[cluster]'") from None
+    scheme, location = parse_address(text)
+    host, _, port = location.rpartition(":")
+    try:
+        get_backend(scheme)
+        if not (host and port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError("not HOST:PORT with a port from 1 to 65535")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"expected 'local' or a scheduler address such as tcp://host:8786, got {text!r}: "
+            f"{exc}") from None
+    return text
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from nictune.argtypes import count
 from nictune.model import (
     MODES,
     Config,
@@ -43,11 +44,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--poll-interval", metavar="T", help="passive_wait timer, e.g. 50us")
     p.add_argument("--watermark", metavar="W", type=int, help="watermark in packets")
     p.add_argument("--watermark-timeout", metavar="T",
-                   help="watermark timeout, e.g. 500ms (0: none, packets can be stranded)")
+                   help="watermark timeout, e.g. 500ms; needed with --mode watermark unless "
+                        "the default is a watermark setting (0: none, packets below the "
+                        "watermark are stranded)")
     p.add_argument("--ring-slots", metavar="N", type=int, help="RX ring size in slots")
     p.add_argument("--exact", action="store_true",
                    help="simulate every packet (default: a 200000-packet window, scaled)")
-    p.add_argument("--seed", metavar="S", type=int, default=0, help="arrival seed (default 0)")
+    p.add_argument("--seed", metavar="S", type=count(0), default=0,
+                   help="arrival seed (default 0)")
     p.add_argument("--json", action="store_true", help='print {"results": [...]} as JSON')
     p.set_defaults(func=run)
 

@@ -66,6 +66,12 @@ def test_optimizer_cli_prints_the_table_without_json(
     (["--prefer", "x"], "invalid choice: 'x'"),
     (["--engine", "gpu"], "invalid choice: 'gpu'"),
     (["--generations", "two"], "expected a whole number, got 'two'"),
+    # (a ValueError traceback from distributed, exit 1)
+    (["--dask", "foo"], "got 'foo': not HOST:PORT with a port from 1 to 65535"),
+    (["--dask", "localhost:8786x"], "got 'localhost:8786x': not HOST:PORT"),
+    (["--dask", "http://127.0.0.1:8786"], "unknown address scheme 'http'"),
+    (["--popluation", "8"], "nictune optimize: error: unrecognized arguments: --popluation 8 "
+                            "(see nictune optimize --help)"),
 ])
 def test_optimizer_cli_bad_options_exit_2(small_config: Path, extra: list[str], message: str,
                                          capsys: pytest.CaptureFixture[str]) -> None:
@@ -98,6 +104,26 @@ def test_optimizer_cli_bad_inputs_exit_2(small_config: Path, tmp_path: Path,
     (out / "checkpoint.json").write_text("{not json")
     assert main(["optimize", str(small_config), "--resume", str(out)]) == 2
     assert "damaged checkpoint" in capsys.readouterr().err
+
+
+def test_optimize_and_simulate_agree_on_a_nics_default(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """t1 and t2 share n1, only t1 names a default: both commands give t2 that default
+    (simulate gave t2 PF_RING's while optimize silently took t1's)."""
+    config = tmp_path / "twodef.yaml"
+    config.write_text(yaml.safe_dump({
+        "hosts": {"h1": {"cores": 2}}, "nics": {"n1": {"host": "h1", "link": "10Gbit/s"}},
+        "transmissions": [
+            {"id": t, "nic": "n1", "size": "1MB", "packet_size": 1400, "rate": "3600pps",
+             **extra} for t, extra in (("t1", {"default": {"mode": "active_wait"}}),
+                                       ("t2", {}))]}))
+    assert main(["simulate", str(config), "--engine", "fast", "--json"]) == 0
+    simulated = [r["setting"] for r in json.loads(capsys.readouterr().out)["results"]]
+    assert main(["optimize", str(config), "--out", str(tmp_path / "r"), *FAST,
+                 "--verify", "none"]) == 0
+    plan = load_plan(tmp_path / "r" / "plan.yaml")
+    planned = [e.default_setting.to_json() for e in plan.entries]
+    assert planned == simulated and {s["mode"] for s in planned} == {"active_wait"}
 
 
 def test_optimizer_resume_keeps_the_runs_verify_and_prefer_unless_given(
@@ -272,3 +298,12 @@ def test_progress_on_a_terminal_keeps_the_generation_beside_the_des_runs(
         f"\r{gen0} · DES runs 2/8\033[K", f"\r{gen0}\033[K",
         "\rgen    2/2 [####################] best throughput +0.750 %, front 4, 0.2 evals/s"
         "\033[K\n", "\r  DES runs 1/2\033[K"])
+
+
+def test_help_names_the_config_and_dask_as_simulate_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["optimize", "--help"])
+    usage = capsys.readouterr().out
+    assert usage.startswith("usage: nictune optimize [-h]") and " CONFIG\n" in usage
+    assert "[--dask ADDRESS|local]" in usage

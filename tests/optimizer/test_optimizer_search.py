@@ -12,7 +12,7 @@ from nictune.model import load_config
 from nictune.optimizer.checkpoint import Options, load_checkpoint
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
-from nictune.optimizer.objectives import CPU_SLACK, NOISE, PREFERENCES, ratios
+from nictune.optimizer.objectives import CPU_SLACK, NOISE, PREFERENCES, pick, ratios
 from nictune.optimizer.parallel import mapper
 from nictune.optimizer.search import Search
 
@@ -119,3 +119,15 @@ def test_search_reports_generation_zero(small_config: Path) -> None:
     search.progress = lambda gen, total, *_: reports.append((gen, total))
     search.run()
     assert reports == [(0, 2), (1, 2), (2, 2)]
+
+
+def test_prefer_throughput_keeps_the_fastest_before_the_cpu_cap() -> None:
+    """As docs/optimize.md says: with --prefer throughput the 2x CPU cap is relative to
+    the fastest rows, so a 40x-CPU row 1 % faster wins; the other preferences cap first."""
+    values = np.array([[1.0, 1.0, 1.0],      # the default
+                       [1.01, 0.1, 40.0],    # busy polling: fastest, a core spinning
+                       [1.005, 0.5, 1.0]])   # slightly slower, frugal
+    feasible = np.zeros(3)
+    assert pick(values, feasible, "throughput") == 1
+    assert pick(values, feasible, "interrupts") == 2
+    assert pick(values, feasible, "balanced") == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import csv
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,13 @@ BAD = [
     ({"transmissions.0.rate": float("nan")}, r"transmissions\[0\]\.rate: must be a finite"),
     ({"transmissions.0.start": float("inf")}, r"transmissions\[0\]\.start: must be a finite"),
     ({"hosts.h1.costs.irq": float("nan")}, r"hosts\.h1\.costs\.irq: must be a finite"),
+    # (int() of them raised OverflowError, a traceback, or Python's own words)
+    ({"hosts.h1.cores": float("inf")}, r"hosts\.h1\.cores: expected a finite whole number"),
+    ({"transmissions.0.packet_size": float("-inf")},
+     r"packet_size: expected a finite whole number, got -inf"),
+    ({"nics.n1.max_ring_slots": float("inf")}, r"max_ring_slots: expected a finite whole number"),
+    ({"transmissions.0.default.ring_slots": float("nan")},
+     r"default\.ring_slots: expected a finite whole number, got nan"),
     ({"transmissions.0.default": {"mode": "passive_wait", "poll_interval": float("nan")}},
      r"default\.poll_interval: must be a finite"),
     ({"transmissions.0.id": "bad id!"}, r"transmissions\[0\]\.id: expected a name"),
@@ -169,6 +177,9 @@ BAD = [
     ({"transmissions.0.default.watermark": 3000},
      r"default\.watermark: must be between 1 and 2048 packets \(half the ring\), got 3000"),
     ({"transmissions.0.default.watermark": _DELETE}, r"default\.watermark: is required"),
+    # (a missing timeout silently meant none, which strands the last partial batch)
+    ({"transmissions.0.default.watermark_timeout": _DELETE},
+     r"default\.watermark_timeout: is required \(0 for none: the packets below the watermark"),
     ({"transmissions.0.default.ring_slots": 16},
      r"default\.ring_slots: must be between 64 and 8192 slots \(the NIC's ring limits\)"),
     ({"transmissions.0.default.irq_core": 7}, r"default\.irq_core: must be between 0 and 3"),
@@ -195,10 +206,21 @@ def test_top_level_must_be_a_mapping():
         parse_config([1, 2], "x.yaml")
 
 
-def test_two_transmissions_on_one_nic_need_one_ring_and_irq_core():
-    raw = doc(**{"transmissions.1.default": {"mode": "active_wait", "ring_slots": 1024}})
-    with pytest.raises(ConfigError, match=r"transmissions\[1\]\.default: ring_slots/irq_core"):
+def test_a_nic_has_one_default_setting():
+    """t1 names n1's default and t2 (same NIC) none: t2 gets t1's, not PF_RING's (simulate
+    gave it PF_RING's while optimize took t1's); two that differ name both."""
+    cfg = parse_config(BASE, "x.yaml")
+    t1, t2 = cfg.transmissions
+    assert cfg.default_setting(t2) == cfg.default_setting(t1) == t1.default
+    assert t1.default is not None and t1.default.watermark_timeout == 0.5
+    raw = doc(**{"transmissions.1.default": {"mode": "active_wait", "ring_slots": 4096}})
+    with pytest.raises(ConfigError, match=(
+            r"^x\.yaml: transmissions\[1\]\.default: t2's default differs from t1's "
+            r"\(transmissions\[0\]\) in mode, watermark, watermark_timeout, on the same nic "
+            r"'n1'; a NIC has one setting at a time")):
         parse_config(raw, "x.yaml")
+    same = doc(**{"transmissions.1.default": BASE["transmissions"][0]["default"]})
+    assert parse_config(same).transmissions[1].default == t1.default
 
 
 def test_unknown_transmission_is_named():
@@ -224,10 +246,30 @@ def test_host_profile_is_the_base_and_keys_override(tmp_path):
     assert h.costs.irq == pytest.approx(5e-6)  # the config's key wins
     assert h.costs.per_byte == pytest.approx(1e-9)  # from the profile
     (tmp_path / "prof.yaml").write_text(yaml.safe_dump({"costs": {"irk": "7us"}}))
-    with pytest.raises(ConfigError, match=r"unknown key 'irk'"):
+    with pytest.raises(ConfigError, match=r"prof\.yaml: costs\.irk: unknown key 'irk'"):
         load_config(tmp_path / "c.yaml")
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(doc(**{"hosts.h1.profile": "nope.yaml"})))
     with pytest.raises(ConfigError, match=r"hosts\.h1\.profile: cannot read"):
+        load_config(tmp_path / "c.yaml")
+
+
+def test_errors_in_a_profile_name_the_profile_file(tmp_path):
+    """(They were reported against the config that names the profile, where no such
+    value is written.)"""
+    profile = re.escape(str(tmp_path / "prof.yaml"))
+    (tmp_path / "prof.yaml").write_text(yaml.safe_dump({"costs": {"per_byte": "fast"},
+                                                        "memory": {"bandwidth": "1kB/s"}}))
+    raw = doc(**{"hosts.h1.profile": "prof.yaml", "hosts.h1.memory.bandwidth": _DELETE})
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=rf"^{profile}: costs\.per_byte: expected a duration"):
+        load_config(tmp_path / "c.yaml")
+    raw["hosts"]["h1"]["costs"]["per_byte"] = "1ns"  # the config overrides the bad value
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=rf"^{profile}: memory\.bandwidth: must be between"):
+        load_config(tmp_path / "c.yaml")
+    raw["hosts"]["h1"]["memory"]["bandwidth"] = "1kB/s"  # now the config's own value
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"c\.yaml: hosts\.h1\.memory\.bandwidth: must be"):
         load_config(tmp_path / "c.yaml")
 
 

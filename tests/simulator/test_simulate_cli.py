@@ -123,6 +123,8 @@ def test_table_by_default(cfg, capsys):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--mode", "passive_wait"], "options for a: poll_interval: is required"),
+    (["--transmission", "b", "--mode", "watermark", "--watermark", "8"],
+     "options for b: watermark_timeout: is required (0 for none"),
     (["--watermark", "4000"], "watermark: must be between 1 and 2048"),
     (["--poll-interval", "5us"], "poll_interval: is not used by mode watermark"),
     (["--mode", "passive_wait", "--poll-interval", "5 lightyears"], "unknown unit 'lightyears'"),
@@ -147,3 +149,48 @@ def test_argparse_errors_and_bad_config_exit_2(tmp_path, cfg, capsys):
     assert main(["simulate", str(bad)]) == 2
     assert "unknown key 'hostz'" in capsys.readouterr().err
     assert main(["simulate", str(tmp_path / "missing.yaml")]) == 2
+
+
+def argparse_error(capsys, *argv: str) -> str:
+    """The one line argparse prints for a bad command line (exit 2, before any work)."""
+    with pytest.raises(SystemExit) as e:
+        main(list(argv))
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    return err
+
+
+def test_negative_seed_is_refused_like_optimize_does(cfg, capsys):
+    """(NumPy's seeding raised a ValueError traceback, exit 1, where arrivals are random;
+    cbr ones silently took it.)"""
+    for command in ("simulate", "optimize"):
+        err = argparse_error(capsys, command, cfg, "--seed", "-1")
+        assert f"nictune {command}: error: argument --seed: must be at least 0, got -1" in err
+
+
+def test_unknown_arguments_are_the_sub_commands_error(cfg, capsys):
+    """(They were the top level's: `nictune: error: ... (see nictune --help)`.)"""
+    err = argparse_error(capsys, "simulate", cfg, "extra.yaml")
+    assert err.startswith("nictune simulate: error: unrecognized arguments: extra.yaml")
+    assert err.endswith("(see nictune simulate --help)\n")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--mode", "passive_wait", "--poll-interval", "-1ms"],
+     "poll_interval: must be between 1e-06 and 10 s, got -0.001"),
+    (["--watermark-timeout", "-5ms"], "watermark_timeout: must be between 0 and 10 s"),
+    (["--watermark", "-3"], "watermark: must be between 1 and 2048"),
+])
+def test_negative_values_get_the_range_message(cfg, capsys, argv, message):
+    """`-1ms` is the option's value, not an unknown option ("expected one argument")."""
+    assert main(["simulate", cfg, *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert "expected one argument" in argparse_error(capsys, "simulate", cfg, "--poll-interval",
+                                                     "--json")
+
+
+def test_a_transmission_named_twice_is_simulated_once(cfg, capsys):
+    """(`--transmission a --transmission a` printed two identical rows.)"""
+    out = results(capsys, cfg, "--transmission", "b", "--transmission", "a",
+                  "--transmission", "b", "--engine", "fast")
+    assert [r["transmission"] for r in out] == ["b", "a"]
