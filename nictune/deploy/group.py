@@ -3,9 +3,11 @@ another failed."""
 
 from __future__ import annotations
 
+import itertools
+import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -29,10 +31,11 @@ class HostOutcome(Generic[T]):
 class GroupResult(Generic[T]):
     outcomes: dict[str, HostOutcome[T]] = field(default_factory=dict)
     not_started: list[str] = field(default_factory=list)  # skipped after Ctrl-C
+    interrupted: bool = False  # Ctrl-C stopped the group (even if every host had started)
 
     @property
     def ok(self) -> bool:
-        return not self.not_started and all(o.ok for o in self.outcomes.values())
+        return not self.interrupted and all(o.ok for o in self.outcomes.values())
 
     @property
     def succeeded(self) -> list[str]:
@@ -44,7 +47,10 @@ class GroupResult(Generic[T]):
 
     def to_json(self) -> dict[str, Any]:
         out = {"ok": self.ok, "succeeded": self.succeeded, "failed": self.failed}
-        return {**out, "not_started": self.not_started} if self.not_started else out
+        return {**out, "not_started": self.not_started} if self.interrupted else out
+
+
+_POOLS = itertools.count()  # tells one call's worker threads from another's
 
 
 class GroupInterrupted(KeyboardInterrupt):
@@ -67,48 +73,46 @@ def run_group(hosts: Iterable[HostInventory], fn: Callable[[HostInventory], T],
     finish, and GroupInterrupted carries their outcomes.
     """
     hosts = list(hosts)
-    result: GroupResult[T] = GroupResult()
+    done: dict[str, HostOutcome[T]] = {}  # each host's outcome, written as it ends
 
     def one(host: HostInventory) -> HostOutcome[T]:
         started = time.monotonic()
         try:
             value = fn(host)
             ok = bool(getattr(value, "ok", True))  # a result object may report failure
-            return HostOutcome(host.name, ok, value, "" if ok else str(
+            outcome = HostOutcome(host.name, ok, value, "" if ok else str(
                 getattr(value, "error", "failed")), time.monotonic() - started)
         except (RunError, InputError) as exc:
-            error = str(exc)
+            outcome = HostOutcome(host.name, False, None, str(exc), time.monotonic() - started)
         except Exception as exc:  # one host's bug must not stop the others
-            error = f"{type(exc).__name__}: {exc}"
-        return HostOutcome(host.name, False, None, error, time.monotonic() - started)
+            outcome = HostOutcome(host.name, False, None, f"{type(exc).__name__}: {exc}",
+                                  time.monotonic() - started)
+        except BaseException as exc:  # cut short: recorded, then passed on
+            done[host.name] = HostOutcome(host.name, False, None, type(exc).__name__,
+                                          time.monotonic() - started)
+            raise
+        done[host.name] = outcome
+        return outcome
 
     if not hosts:
-        return result
-    futures: list[Future[HostOutcome[T]]] = []
+        return GroupResult()
+    prefix = f"nictune-host-{next(_POOLS)}"
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(hosts))),
-                            thread_name_prefix="nictune-host") as pool:
+                            thread_name_prefix=prefix) as pool:
         try:
-            futures.extend(pool.submit(one, h) for h in hosts)
+            futures = [pool.submit(one, h) for h in hosts]
             for future in futures:
-                outcome = future.result()
-                result.outcomes[outcome.host] = outcome
+                future.result()
         except KeyboardInterrupt:
+            # The running hosts finish (a transaction is not cut in half); the others never
+            # start. Ctrl-C can come inside a submit, after its thread started but before
+            # the pool knew of it, so every thread of this pool is joined, and what ran is
+            # read from `done`, not from the futures.
             pool.shutdown(wait=True, cancel_futures=True)
-            raise GroupInterrupted(_settled(hosts, futures)) from None
-    return result
-
-
-def _settled(hosts: list[HostInventory],
-             futures: list[Future[HostOutcome[T]]]) -> GroupResult[T]:
-    """The outcomes of the hosts that ran, the names of those that never started."""
-    result: GroupResult[T] = GroupResult()
-    for i, host in enumerate(hosts):
-        future = futures[i] if i < len(futures) else None
-        if future is None or future.cancelled():
-            result.not_started.append(host.name)
-        elif (exc := future.exception()) is not None:  # (a BaseException: cut short)
-            result.outcomes[host.name] = HostOutcome(host.name, False,
-                                                     error=f"{type(exc).__name__}")
-        else:
-            result.outcomes[host.name] = future.result()
-    return result
+            for thread in threading.enumerate():
+                if thread.name.startswith(prefix + "_"):
+                    thread.join()
+            raise GroupInterrupted(GroupResult(
+                {h.name: done[h.name] for h in hosts if h.name in done},
+                [h.name for h in hosts if h.name not in done], interrupted=True)) from None
+    return GroupResult({h.name: done[h.name] for h in hosts})

@@ -773,20 +773,26 @@ def restore_host(conn: Connection, host: HostInventory, opts: Options | None = N
     return result
 
 
-def apply_knobs(conn: Connection, host: HostInventory, knobs: dict[str, Any]) -> HostResult:
+def apply_knobs(conn: Connection, host: HostInventory, knobs: dict[str, Any],
+                supersede: bool = False) -> HostResult:
     """Set the host's knobs back to `knobs` (as `read_knobs` gave them), transactionally.
 
     For callers that saved a host's state themselves (validation returns a host that had a
-    nictune deployment to it); the original snapshot is left as it is. Refused, like a
-    deploy, while an unconfirmed deploy's timer is armed (overwriting its restore script
-    would disarm that guard)."""
+    nictune deployment to it); the original snapshot is left as it is. An armed timer is an
+    unconfirmed deploy's, and a change is refused while it is (overwriting its restore
+    script would disarm that guard) — unless `supersede`: the caller knows the timer is its
+    own, left by an apply it cut short, and it is disarmed as a rollback does."""
     started = time.monotonic()
     probe = probe_host(conn)
-    pending, notes = _check_watchdog(conn, probe.timer)
-    if pending:
-        return _refused(host, pending, notes, started)
     ctx = HostContext(host, probe, knobs, {})
     changes, found = plan_changes(ctx, read_knobs(probe), targets=knobs)
+    if probe.timer == "armed" and supersede:
+        Watchdog(conn).disarm()
+        pending, notes = "", []
+    else:
+        pending, notes = _check_watchdog(conn, probe.timer)
+    if pending and changes:
+        return _refused(host, pending, notes, started)
     return _transact(conn, ctx, changes, notes + found, Options(allow_mgmt_iface=True),
                      "restore", started)
 

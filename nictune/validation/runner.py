@@ -47,6 +47,7 @@ class _Host:
     host: HostInventory
     had_snapshot: bool
     before: dict[str, Any]
+    timer: str = "none"  # the on-host timer at the start: "armed" is an operator's deploy
 
 
 def _check(opts: Options) -> None:
@@ -69,7 +70,8 @@ def _put_back(h: _Host) -> tx.HostResult:
         h.conn.connect()
     if not h.had_snapshot:
         return tx.restore_host(h.conn, h.host)
-    return tx.apply_knobs(h.conn, h.host, h.before)
+    # a timer armed now but not at the start is an arm's own, cut short (Ctrl-C)
+    return tx.apply_knobs(h.conn, h.host, h.before, supersede=h.timer != "armed")
 
 
 @contextlib.contextmanager
@@ -82,8 +84,9 @@ def _receivers(inventory: Inventory, names: list[str],
             host = inventory.hosts[name]
             conn = Connection(host).connect()
             had = tx.load_snapshot(host.state_dir, host.name) is not None
-            before = tx.read_knobs(probe_host(conn)) if had else {}
-            hosts[name] = _Host(conn, host, had, before)
+            probe = probe_host(conn) if had else None
+            hosts[name] = _Host(conn, host, had, tx.read_knobs(probe) if probe else {},
+                                probe.timer if probe else "none")
         yield hosts
     finally:
         for name, h in hosts.items():

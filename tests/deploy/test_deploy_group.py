@@ -39,6 +39,26 @@ def test_ctrl_c_keeps_what_finished_and_starts_nothing_more() -> None:
     assert not group.ok and group.to_json()["not_started"] == ["h2", "h3"]
 
 
+def test_ctrl_c_after_every_host_started_is_still_not_ok() -> None:
+    """All hosts already running when Ctrl-C came (hosts <= workers): they finish, nothing
+    is left unstarted, and the group still says it was interrupted."""
+    hosts = [HostInventory(f"h{i}", "192.0.2.1") for i in range(2)]
+
+    def one(host: HostInventory) -> str:
+        if host.name == "h1":
+            os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.3)
+        return host.name
+
+    with pytest.raises(GroupInterrupted) as stop:
+        run_group(hosts, one, workers=4)
+    group = stop.value.result
+    assert group.succeeded == ["h0", "h1"] and group.not_started == []
+    assert not group.ok
+    assert group.to_json() == {"ok": False, "succeeded": ["h0", "h1"], "failed": {},
+                               "not_started": []}
+
+
 def test_cli_prints_the_finished_hosts_after_ctrl_c(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -47,7 +67,7 @@ def test_cli_prints_the_finished_hosts_after_ctrl_c(
     inv.write_text("defaults: {key_file: key}\nhosts:\n  h0: {address: 192.0.2.1}\n"
                    "  h1: {address: 192.0.2.2}\n")
     done = GroupResult(outcomes={"h0": HostOutcome("h0", True, HostResult(
-        "h0", "rolled-back", True))}, not_started=["h1"])
+        "h0", "rolled-back", True))}, not_started=["h1"], interrupted=True)
 
     def interrupted(*_a: object, **_k: object) -> GroupResult[Any]:
         raise GroupInterrupted(done)

@@ -38,6 +38,7 @@ from nictune.deploy.transaction import (
 )
 from nictune.deploy.transport import CommandResult, Connection, HostError, command_line
 from nictune.model import NicSetting
+from nictune.validation import runner
 
 # Already the shape of active_wait on eth1, so deploying it changes only PF_RING's files.
 SETTING = NicSetting("active_wait", ring_slots=2048)
@@ -340,3 +341,49 @@ def test_apply_knobs_refuses_while_a_deploy_awaits_confirmation(fake: FakeHost) 
     assert "awaits confirmation" in result.error
     assert (fake.root / TIMER / "armed").read_text().strip() == pending.token
     assert (fake.root / TIMER / "restore.sh").read_text() == script  # its guard intact
+
+
+# ----------------------------------------------------------------- validation's put-back
+
+
+def test_a_validation_arm_cut_short_is_superseded_by_the_put_back(
+        fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host with a deployment before validation; Ctrl-C between an arm's verify and its
+    disarm leaves that arm's timer armed: the put-back supersedes it and restores the
+    pre-validation values (it was refused as 'an earlier deploy awaits confirmation')."""
+    host = fake.inventory({"nic-1": "eth1"})
+    assert deploy(host).ok
+    profile = fake.root / "etc/nictune/capture/eth1.json"
+    profile.unlink()  # the pre-validation state differs from the arm's
+    conn = ShellConn(host)
+    start = fake.probe(conn)
+    h = runner._Host(conn, host, True, read_knobs(start), start.timer)
+
+    def ctrl_c(_conn: Connection) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(tx.FAULT_HOOKS, "disarm", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        tx.apply_host(conn, host, {"nic-1": SETTING})
+    monkeypatch.delitem(tx.FAULT_HOOKS, "disarm")
+    assert (fake.root / TIMER / "armed").exists() and profile.exists()
+    result = runner._put_back(h)
+    assert (result.status, result.ok) == ("applied", True), result.error
+    assert not profile.exists() and read_knobs(fake.probe(conn)) == h.before
+
+
+def test_an_operators_pending_deploy_is_neither_refused_nor_superseded_by_validation(
+        fake: FakeHost) -> None:
+    """The operator's --confirm-timeout deploy is pending: validation's arm is refused, so
+    nothing changed, and the put-back reports the host unchanged (not 'could not restore')
+    and leaves the operator's timer armed."""
+    host = fake.inventory({"nic-1": "eth1"})
+    assert deploy(host, opts=Options(confirm_timeout=60)).status == "pending-confirm"
+    conn = ShellConn(host)
+    start = fake.probe(conn)
+    h = runner._Host(conn, host, True, read_knobs(start), start.timer)
+    assert tx.apply_host(conn, host, {"nic-1": replace(SETTING, ring_slots=1024)}).status \
+        == "refused"
+    result = runner._put_back(h)
+    assert (result.status, result.ok) == ("unchanged", True)
+    assert (fake.root / TIMER / "armed").exists()
