@@ -340,15 +340,26 @@ class Watchdog:
         timer = ('sleep "$1"; if [ "$(cat "$0/armed" 2>/dev/null)" = "$2" ] && '
                  'mv "$0/armed" "$0/fired" 2>/dev/null; then '
                  'sh "$0/restore.sh" > "$0/restore.log" 2>&1; echo $? > "$0/restore.rc"; fi')
+        # The script arrives first (stdin can stall on a failing link), then `armed` is
+        # claimed only if absent (noclobber): of two runs that passed the probe at once,
+        # the second replaces neither the first's restore script nor its timer, and
+        # changes nothing. From the claim to the timer's start only local files move.
+        tmp = f"\"$d/restore.sh.{token}\""
         res = self.conn.run(
-            f"d={d}; mkdir -p \"$d\" && cat > \"$d/restore.sh.tmp\" && "
-            "mv -f \"$d/restore.sh.tmp\" \"$d/restore.sh\" || exit 1; "
+            f"d={d}; mkdir -p \"$d\" && cat > {tmp} || exit 1; "
+            f"(set -C; echo {token} > \"$d/armed\") 2>/dev/null || "
+            f"{{ rm -f {tmp}; echo '@@busy'; exit 1; }}; "
+            f"mv -f {tmp} \"$d/restore.sh\" || {{ rm -f \"$d/armed\"; exit 1; }}; "
             "rm -f \"$d/fired\" \"$d/disarmed\" \"$d/restore.rc\" \"$d/watchdog.pid\"; "
-            f"echo {token} > \"$d/armed\" || exit 1; "
             f"setsid sh -c {shlex.quote(timer)} \"$d\" {max(1, round(seconds))} {token} "
             "</dev/null >/dev/null 2>&1 & echo $! > \"$d/watchdog.pid\"; echo '@@armed'\n"
             + (f"{self.LOCK}\n{then}" if then else ""), stdin=script.encode())
-        if "@@armed" not in res.stdout.splitlines():
+        lines = res.stdout.splitlines()
+        if "@@busy" in lines:
+            raise ArmFailed(self.conn.host.name, "another run armed this host's restore timer "
+                                                 "first (two deploys at once?); nothing was "
+                                                 "changed")
+        if "@@armed" not in lines:
             raise ArmFailed(self.conn.host.name, f"cannot arm the restore timer, nothing was "
                                                  f"changed: {res.error_line()}")
         return res

@@ -26,6 +26,7 @@ from nictune.deploy import transaction as tx
 from nictune.deploy.inventory import HostInventory
 from nictune.deploy.probe import HostProbe, NicProbe
 from nictune.deploy.transaction import (
+    ArmFailed,
     HostResult,
     Options,
     Watchdog,
@@ -311,6 +312,24 @@ def test_disarm_leaves_another_arming_alone(fake: FakeHost) -> None:
     while _alive(pid):
         assert time.monotonic() < deadline, "the timer still runs after its disarm"
         time.sleep(0.05)
+
+
+def test_a_second_arming_neither_replaces_the_first_nor_changes_anything(
+        fake: FakeHost) -> None:
+    """Two runs that passed the probe at once: the second's arm finds `armed` taken and
+    fails before writing its restore script or running its steps."""
+    host = fake.inventory({})
+    wd, first, second = Watchdog(ShellConn(host)), "a" * 32, "b" * 32
+    wd.arm(["echo first"], 60, first)
+    script = (fake.root / TIMER / "restore.sh").read_text()
+    marker = fake.root / "second-ran"
+    with pytest.raises(ArmFailed, match="another run armed this host's restore timer first"):
+        wd.arm(["echo second"], 60, second, then=f"touch {marker}")
+    assert (fake.root / TIMER / "restore.sh").read_text() == script and not marker.exists()
+    assert (fake.root / TIMER / "armed").read_text().strip() == first
+    assert wd.disarm(first) == "disarmed"
+    wd.arm(["echo second"], 60, second)  # free again once the first is disarmed
+    assert wd.disarm(second) == "disarmed"
 
 
 def _alive(pid: int) -> bool:
