@@ -10,7 +10,7 @@ import pytest
 from nictune.deploy.backends import HostContext, Note, irq_affinity
 from nictune.deploy.backends import ethtool_ring as ring
 from nictune.deploy.inventory import HostInventory
-from nictune.deploy.parsers import ParseError
+from nictune.deploy.parsers import ParseError, parse_coalesce
 from nictune.deploy.probe import HostProbe, parse_probe
 from nictune.deploy.transaction import _mgmt_refusal, plan_changes, read_knobs
 from nictune.model import NicSetting
@@ -130,6 +130,18 @@ def test_veth_reports_unsupported_with_fallbacks(shared: Path) -> None:
     fallbacks = {n.backend: n.fallback for n in notes if n.kind == "unsupported"}
     assert "gro_flush_timeout" in fallbacks["coalesce"]
     assert "min_num_slots" in fallbacks["ring"]
+
+
+def test_active_wait_leaves_rx_frames_alone_where_the_driver_does_not_count_frames(
+        mlx5: HostProbe, shared: Path) -> None:
+    """i40e has no rx-frames; an ioctl-era ethtool shows it as 0, and any non-zero value
+    is refused (EOPNOTSUPP). rx-usecs 0 alone gives an interrupt per packet there."""
+    i40e = parse_coalesce((shared / "data/ethtool-samples/i40e__ethtool-c__1.txt").read_text())
+    assert i40e["rx-frames"] == 0 and i40e["adaptive-rx"] is True
+    mlx5.nics["nic-1"].coalesce = i40e
+    t, _ = planned(mlx5, NicSetting("active_wait"))
+    assert t["nic/nic-1/coalesce/rx-usecs"] == 0 and "nic/nic-1/coalesce/rx-frames" not in t
+    assert t["nic/nic-1/coalesce/adaptive-rx"] is False
 
 
 def test_mgmt_interface_guard(shared: Path) -> None:

@@ -1,6 +1,7 @@
 """NIC interrupt coalescing (`ethtool -C`), DESIGN §2:
 
-active_wait `rx-usecs 0 rx-frames 1 adaptive-rx off`; passive_wait `rx-usecs T rx-frames 0`
+active_wait `rx-usecs 0 rx-frames 1 adaptive-rx off` (rx-frames only where the NIC reads a
+non-zero rx-frames); passive_wait `rx-usecs T rx-frames 0`
 (the NIC timer starts at the first packet: an approximation, reported); watermark
 `rx-frames W rx-usecs timeout`; busy_poll leaves the NIC at its original values. A NIC
 without coalescing (veth) is reported `unsupported`; the NAPI sysfs knobs carry the setting.
@@ -48,7 +49,12 @@ def _usecs(seconds: float, ctx: HostContext, nic: str, what: str,
 def wanted(ctx: HostContext, nic: str, notes: list[Note]) -> dict[str, Any]:
     s = ctx.settings[nic]
     if s.mode == "active_wait":
-        return {"adaptive-rx": False, "rx-usecs": 0, "rx-frames": 1}
+        # rx-frames 1 only where the driver counts frames (it reads non-zero): with
+        # rx-usecs 0 the NIC interrupts per packet anyway, and a driver without frame
+        # counting refuses any non-zero value (i40e, which an ioctl-era ethtool shows as 0)
+        if (ctx.nic(nic).coalesce or {}).get("rx-frames"):
+            return {"adaptive-rx": False, "rx-usecs": 0, "rx-frames": 1}
+        return {"adaptive-rx": False, "rx-usecs": 0}
     if s.mode == "passive_wait":
         notes.append(ctx.note(nic, NAME, "approximation",
                               "rx-usecs starts at the first packet, not a free-running poll "
