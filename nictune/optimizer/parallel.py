@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import multiprocessing
 import signal
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from nictune.errors import InputError, RunError
 from nictune.model import Config, NicSetting
 from nictune.simulator.metrics import Metrics
 
-_FOREVER = 365 * 86400.0
 Map = Callable[[Callable[[Any], Any], Sequence[Any]], Iterable[Any]]
 
 
@@ -41,32 +41,35 @@ def mapper(workers: int = 1, dask: str | None = None) -> Iterator[Map]:
 
 @contextlib.contextmanager
 def _pool_map(workers: int) -> Iterator[Map]:
-    """A process pool's ordered map; an interrupt or error terminates the workers at once
-    (a finished run lets them exit normally)."""
-    pool = multiprocessing.Pool(workers, initializer=_ignore_sigint)
+    """A process pool's ordered map; an interrupt or error stops the workers at once (a
+    finished run lets them exit normally). A worker that dies (the OOM killer: a DES task
+    can take ~2 GB) or a task that raises ends the run with a RunError, never a hang."""
+    pool = ProcessPoolExecutor(workers, initializer=_ignore_sigint)
 
     def run(fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Any]:
-        # one task at a time: DES tasks are seconds long and uneven, so handing them out
-        # as workers free up balances better than chunks (rack.yaml's verification: 23 →
+        # one task each: DES tasks are seconds long and uneven, so handing them out as
+        # workers free up balances better than chunks (rack.yaml's verification: 23 →
         # 19 s on 2 workers)
-        results = pool.imap(fn, items, chunksize=1)
-        while True:
+        futures = [pool.submit(fn, item) for item in items]
+        for future in futures:
             try:
-                # next(timeout) rather than next(): a wait without timeout cannot be
-                # interrupted by Ctrl-C.
-                yield results.next(timeout=_FOREVER)
-            except StopIteration:
-                return
+                yield future.result()
+            except BrokenProcessPool:
+                raise RunError("a worker process died (out of memory? a DES run can take "
+                               "~2 GB); try fewer --workers") from None
+            except Exception as exc:
+                raise RunError(f"a task failed in a worker process: {type(exc).__name__}: "
+                               f"{exc}") from None
 
     try:
         yield run
     except BaseException:
-        pool.terminate()
+        # running tasks would otherwise finish first (minutes for a DES run)
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
         raise
-    else:
-        pool.close()
-    finally:
-        pool.join()
+    pool.shutdown(wait=True)
 
 
 def _ignore_sigint() -> None:
@@ -89,6 +92,8 @@ def dask_address(text: str) -> str:
     host, _, port = location.rpartition(":")
     try:
         get_backend(scheme)
+        if scheme != "tcp":  # tls/ucx need a security or UCX setup
+            raise ValueError(f"scheme {scheme}:// is not supported (use tcp://)")
         if not (host and port.isdigit() and 0 < int(port) < 65536):
             raise ValueError("not HOST:PORT with a port from 1 to 65535")
     except ValueError as exc:
@@ -119,7 +124,11 @@ def _dask_map(address: str) -> Iterator[Map]:
     try:
         def run(fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Any]:
             for future in client.map(fn, list(items), pure=False):
-                yield future.result()
+                try:
+                    yield future.result()
+                except Exception as exc:  # a task's error, or the scheduler lost
+                    raise RunError(f"a task failed on the Dask cluster at {address}: "
+                                   f"{type(exc).__name__}: {exc}") from None
 
         yield run
     finally:

@@ -1,0 +1,49 @@
+"""The process-pool map: order kept, and a dead worker or a failing task is a RunError."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from nictune.errors import RunError
+from nictune.optimizer.parallel import dask_address, mapper
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def die_on_three(x: int) -> int:
+    if x == 3:
+        os.kill(os.getpid(), signal.SIGKILL)  # what the OOM killer does
+    return x
+
+
+def fail_on_two(x: int) -> int:
+    if x == 2:
+        raise MemoryError("no room")
+    return x
+
+
+def test_the_pool_keeps_the_order_of_its_inputs() -> None:
+    with mapper(workers=2) as run:
+        assert list(run(square, range(20))) == [x * x for x in range(20)]
+
+
+def test_a_worker_that_dies_ends_the_run_instead_of_hanging_it() -> None:
+    with pytest.raises(RunError, match="a worker process died"), mapper(workers=2) as run:
+        list(run(die_on_three, range(6)))
+
+
+def test_a_task_that_raises_is_a_run_error_naming_it() -> None:
+    with pytest.raises(RunError, match="MemoryError: no room"), mapper(workers=2) as run:
+        list(run(fail_on_two, range(4)))
+
+
+@pytest.mark.parametrize("address", ["tls://h:1", "ucx://h:1"])
+def test_dask_schemes_without_their_setup_are_refused(address: str) -> None:
+    pytest.importorskip("distributed")
+    with pytest.raises(Exception, match="not supported"):
+        dask_address(address)
