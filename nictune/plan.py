@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -257,4 +258,9 @@ def plan_document(plan: Plan) -> dict[str, Any]:
 
 
 def save_plan(plan: Plan, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(plan_document(plan), sort_keys=False))
+    """Write the plan whole or not at all (a temporary file renamed over it): a plan cut
+    short by a full disk can still parse, with transmissions missing."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(yaml.safe_dump(plan_document(plan), sort_keys=False))
+    os.replace(tmp, path)

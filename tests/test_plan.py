@@ -1,6 +1,9 @@
 """The plan file round-trips and a bad plan is refused with a one-line message."""
 
 import copy
+import dataclasses
+import errno
+from pathlib import Path
 
 import pytest
 import yaml
@@ -34,6 +37,24 @@ def test_round_trip(tmp_path):
     assert loaded.entries[1].flags == ("engines_disagree: 6%",)
     assert loaded.seed == 7 and loaded.meta["engine"] == "fast"
     assert loaded.nic_settings()[("rx1", "nic-1")] == WATERMARK
+
+
+def test_a_plan_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """A disk that fills half-way through leaves the previous plan, not a cut one (a
+    YAML plan cut short often still parses, with transmissions missing)."""
+    path = tmp_path / "plan.yaml"
+    save_plan(_plan(), path)
+    before = path.read_text()
+    write_text = Path.write_text
+
+    def full_disk(self, text, *args, **kwargs):
+        write_text(self, text[: len(text) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        save_plan(dataclasses.replace(_plan(), seed=8), path)
+    assert path.read_text() == before and load_plan(path).seed == 7
 
 
 def _doc() -> dict:

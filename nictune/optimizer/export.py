@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from nictune import __version__
+from nictune.errors import RunError
 from nictune.model import Config, NicSetting
 from nictune.optimizer.guard import guard
 from nictune.optimizer.objectives import INTERRUPT_FLOOR, OBJECTIVES, PREFERENCES, dominated
@@ -323,9 +324,15 @@ def write_all(search: Search, prefer: str, verify: str, started: float,
     `started` is the run's `time.perf_counter()` at its start (wall_s includes verifying)."""
     out = outcome(search, prefer, verify)
     meta = run_meta(search, prefer, verify, time.perf_counter() - started)
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / "plan.yaml"
-    save_plan(build_plan(search.config, out, meta, search.options.seed), path)
-    write_csvs(search, directory)
-    write_plots(search, prefer, directory)
-    return path, out, meta, write_summary(search.config, out, meta, directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_csvs(search, directory)
+        write_plots(search, prefer, directory)
+        summary = write_summary(search.config, out, meta, directory)
+        # the plan last and whole: a plan.yaml is there only once its reports are
+        save_plan(build_plan(search.config, out, meta, search.options.seed), path)
+    except OSError as exc:
+        raise RunError(f"cannot write the results to {directory}: "
+                       f"{exc.strerror or exc}") from None
+    return path, out, meta, summary
