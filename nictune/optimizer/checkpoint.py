@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from nictune.errors import InputError
 from nictune.optimizer.archive import HostArchive
 from nictune.optimizer.objectives import PREFERENCES
@@ -93,6 +95,8 @@ def load_checkpoint(directory: str | Path) -> State:
     path = Path(directory) / CHECKPOINT
     try:
         raw = json.loads(path.read_text())
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: damaged checkpoint: not UTF-8 text") from None
     except OSError:
         raise InputError(f"--resume {directory}: no checkpoint ({path} is missing); "
                          "run without --resume to start") from None
@@ -103,14 +107,47 @@ def load_checkpoint(directory: str | Path) -> State:
                          f"{CHECKPOINT_FORMAT} expected)")
     try:
         options = Options(**raw["options"])
-        if options.verify not in VERIFY or options.prefer not in PREFERENCES:
-            raise ValueError(f"options verify {options.verify!r}, prefer {options.prefer!r}")
-        return State(
+        state = State(
             options=options, config_hash=raw["config_hash"],
             generation=int(raw["generation"]), evaluations=int(raw["evaluations"]),
             population=raw["population"], fitness=[tuple(f) for f in raw["fitness"]],
             crowding=[float(c) for c in raw["crowding"]],
             archives=[HostArchive.from_json(a) for a in raw["archives"]],
             logbook=raw["logbook"], numpy_state=raw["numpy_state"])
+        _check_state(state)
     except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"{path}: damaged checkpoint: {exc!r}") from None
+        raise InputError(f"{path}: damaged checkpoint: {exc}") from None
+    return state
+
+
+def _count(value: object, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _check_state(s: State) -> None:
+    """ValueError naming the first thing a search could not resume from."""
+    o = s.options
+    if o.verify not in VERIFY or o.prefer not in PREFERENCES or o.engine not in ("fast", "des"):
+        raise ValueError(f"options engine {o.engine!r}, verify {o.verify!r}, prefer "
+                         f"{o.prefer!r}")
+    for name, least in (("population", 1), ("generations", 0), ("seed", 0),
+                        ("checkpoint_every", 1), ("window", 1)):
+        if not _count(getattr(o, name), least):
+            raise ValueError(f"options {name} {getattr(o, name)!r}")
+    if s.generation < 0 or s.evaluations < 0:
+        raise ValueError(f"generation {s.generation}, evaluations {s.evaluations}")
+    if not s.population or not len(s.population) == len(s.fitness) == len(s.crowding):
+        raise ValueError(f"{len(s.population)} individuals, {len(s.fitness)} fitnesses, "
+                         f"{len(s.crowding)} crowding distances")
+    if len({len(row) if isinstance(row, list) else -1 for row in s.population}) != 1:
+        raise ValueError("individuals differ in length")
+    arity = 3 + o.energy
+    if np.array(s.population, dtype=float).ndim != 2 or any(len(f) != arity
+                                                            for f in s.fitness):
+        raise ValueError(f"individuals or fitnesses of the wrong shape ({arity} objectives)")
+    if not s.archives or any(a.genes.ndim != 2 or not len(a.genes) for a in s.archives):
+        raise ValueError("an empty or malformed host archive")
+    try:
+        np.random.Generator(np.random.PCG64()).bit_generator.state = s.numpy_state
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ValueError(f"numpy_state: {exc}") from None

@@ -307,3 +307,46 @@ def test_help_names_the_config_and_dask_as_simulate_does(
     usage = capsys.readouterr().out
     assert usage.startswith("usage: nictune optimize [-h]") and " CONFIG\n" in usage
     assert "[--dask ADDRESS|local]" in usage
+
+
+def _cut(key: str, keep: int):
+    return lambda doc: doc.__setitem__(key, doc[key][:keep])
+
+
+@pytest.mark.parametrize("damage, named", [
+    (_cut("population", 3), "3 individuals"),
+    (_cut("crowding", 2), "2 crowding distances"),
+    (lambda d: d["population"][0].pop(), "differ"),  # one short gene row
+    (lambda d: d.__setitem__("fitness", [f[:1] for f in d["fitness"]]), "wrong shape"),
+    (lambda d: d.__setitem__("numpy_state", {}), "numpy_state"),
+    (_cut("archives", 0), "host archive"),
+    (lambda d: d["archives"][0].__setitem__("genes", [[1.0, 2.0, 3.0]]), "genes"),
+    (lambda d: d["options"].__setitem__("checkpoint_every", 0), "checkpoint_every 0"),
+    (lambda d: d["options"].__setitem__("engine", "xyz"), "engine 'xyz'"),
+    (lambda d: d.__setitem__("generation", -3), "generation -3"),
+])
+def test_a_damaged_checkpoint_is_one_line_exit_2(
+        small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        damage, named: str) -> None:
+    """Found by a review: each of these was a traceback (zip, numpy, DEAP, a division by
+    zero) or, for the engine and the generation, ran silently."""
+    out = tmp_path / "r"
+    assert main(["optimize", str(small_config), "--out", str(out), *FAST, "--verify",
+                 "none"]) == 0
+    doc = json.loads((out / "checkpoint.json").read_text())
+    damage(doc)
+    (out / "checkpoint.json").write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["optimize", str(small_config), "--resume", str(out), "--generations",
+                 "5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "damaged checkpoint" in err and named in err and "\n" not in err, err
+
+
+def test_a_checkpoint_that_is_not_text_is_one_line_exit_2(
+        small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "checkpoint.json").write_bytes(b"\xff\xfe" + os.urandom(200))
+    assert main(["optimize", str(small_config), "--resume", str(out)]) == 2
+    assert "damaged checkpoint: not UTF-8 text" in capsys.readouterr().err
