@@ -421,7 +421,7 @@ def _parse_nic(name: str, raw: object, hosts: dict[str, Host], source: str) -> N
     host = f.raw.get("host")
     if not isinstance(host, str) or host not in hosts:
         f.fail(f"unknown host {host!r} (hosts: {', '.join(hosts) or 'none'})", "host")
-    low = f.get("min_ring_slots", _integer, 64, 1, 1 << 20)
+    low = f.get("min_ring_slots", _integer, 64, 2, 1 << 20)  # 2: room for a watermark of 1
     high = f.get("max_ring_slots", _integer, max(32768, low), low, 1 << 20)
     return Nic(
         name=name,

@@ -132,6 +132,7 @@ BAD = [
     ({"hosts.h1.cores": 0}, r"hosts\.h1\.cores: must be between 1 and 1024"),
     ({"hosts.h1.memory.traffic_per_byte": 9}, r"traffic_per_byte: must be between 1 and 8"),
     ({"nics.n1.ring_slots": 9000}, r"nics\.n1\.ring_slots: must be between 64 and 8192"),
+    ({"nics.n1.min_ring_slots": 1}, r"nics\.n1\.min_ring_slots: must be between 2 and"),
     ({"nics.n1.irq_core": 4}, r"nics\.n1\.irq_core: must be between 0 and 3 \(host h1 has 4"),
     ({"nics.n1.link": "100kbit/s"}, r"nics\.n1\.link: must be between"),
     ({"transmissions.0.max_latency_p99": "2h"}, r"max_latency_p99: unknown unit 'h'"),
