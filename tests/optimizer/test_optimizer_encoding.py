@@ -17,7 +17,7 @@ def configs(draw: Any) -> dict[str, Any]:
     """Two hosts, one with two NICs (shared), odd ring limits and any default setting."""
     nics, transmissions = {}, []
     for i in range(3):
-        low = draw(st.integers(1, 5000))
+        low = draw(st.integers(2, 5000))  # the smallest ring a config may give
         high = draw(st.integers(low, 40000))
         ring = draw(st.integers(low, high))
         mode = draw(st.sampled_from(["active_wait", "passive_wait", "watermark", "busy_poll"]))
@@ -25,12 +25,8 @@ def configs(draw: Any) -> dict[str, Any]:
         if mode == "passive_wait":
             default["poll_interval"] = draw(st.floats(1e-6, 10.0))
         if mode == "watermark":
-            if ring < 2:
-                default["mode"] = "busy_poll"
-            else:
-                default["watermark"] = draw(st.integers(1, ring // 2))
-                default["watermark_timeout"] = draw(st.one_of(st.just(0.0),
-                                                              st.floats(1e-7, 10.0)))
+            default["watermark"] = draw(st.integers(1, ring // 2))
+            default["watermark_timeout"] = draw(st.one_of(st.just(0.0), st.floats(1e-7, 10.0)))
         nics[f"n{i}"] = {"host": "a" if i < 2 else "b", "link": "10Gbit/s",
                          "min_ring_slots": low, "max_ring_slots": high, "ring_slots": ring}
         transmissions.append({"id": f"t{i}", "nic": f"n{i}", "size": "1MB",
