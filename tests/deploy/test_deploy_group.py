@@ -16,6 +16,7 @@ from nictune.cli import main
 from nictune.deploy import hosts_cli
 from nictune.deploy.group import GroupInterrupted, GroupResult, HostOutcome, run_group
 from nictune.deploy.inventory import HostInventory
+from nictune.deploy.probe import HostProbe
 from nictune.deploy.transaction import HostResult
 
 
@@ -81,3 +82,25 @@ def test_cli_prints_the_finished_hosts_after_ctrl_c(
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] is False and doc["not_started"] == ["h1"]
     assert doc["hosts"]["h0"]["status"] == "rolled-back"
+
+
+def test_probe_prints_the_hosts_probed_before_ctrl_c(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "key").write_text("x")
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text("defaults: {key_file: key}\nhosts:\n  h0: {address: 192.0.2.1}\n"
+                   "  h1: {address: 192.0.2.2}\n")
+    done = GroupResult(outcomes={"h0": HostOutcome("h0", True, HostProbe("h0", cpus=4))},
+                       not_started=["h1"], interrupted=True)
+
+    def interrupted(*_a: object, **_k: object) -> GroupResult[Any]:
+        raise GroupInterrupted(done)
+
+    monkeypatch.setattr(hosts_cli, "run_group", interrupted)
+    assert main(["probe", "--inventory", str(inv), "--json"]) == 130
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    assert doc["ok"] is False and doc["not_started"] == ["h1"]
+    assert doc["hosts"]["h0"]["cpus"] == 4
+    assert "nictune probe: interrupted; not started: h1" in out.err
