@@ -63,17 +63,7 @@ def test_ctrl_c_after_every_host_started_is_still_not_ok() -> None:
 def test_cli_prints_the_finished_hosts_after_ctrl_c(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "key").write_text("x")
-    inv = tmp_path / "inventory.yaml"
-    inv.write_text("defaults: {key_file: key}\nhosts:\n  h0: {address: 192.0.2.1}\n"
-                   "  h1: {address: 192.0.2.2}\n")
-    done = GroupResult(outcomes={"h0": HostOutcome("h0", True, HostResult(
-        "h0", "rolled-back", True))}, not_started=["h1"], interrupted=True)
-
-    def interrupted(*_a: object, **_k: object) -> GroupResult[Any]:
-        raise GroupInterrupted(done)
-
-    monkeypatch.setattr(hosts_cli, "run_group", interrupted)
+    inv = _interrupted_after_h0(tmp_path, monkeypatch, HostResult("h0", "rolled-back", True))
     assert main(["rollback", "--inventory", str(inv)]) == 130
     out = capsys.readouterr()
     assert "h0: rolled-back" in out.out and "not started (interrupted): h1" in out.out
@@ -87,20 +77,27 @@ def test_cli_prints_the_finished_hosts_after_ctrl_c(
 def test_probe_prints_the_hosts_probed_before_ctrl_c(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "key").write_text("x")
-    inv = tmp_path / "inventory.yaml"
-    inv.write_text("defaults: {key_file: key}\nhosts:\n  h0: {address: 192.0.2.1}\n"
-                   "  h1: {address: 192.0.2.2}\n")
-    done = GroupResult(outcomes={"h0": HostOutcome("h0", True, HostProbe("h0", cpus=4))},
-                       not_started=["h1"], interrupted=True)
-
-    def interrupted(*_a: object, **_k: object) -> GroupResult[Any]:
-        raise GroupInterrupted(done)
-
-    monkeypatch.setattr(hosts_cli, "run_group", interrupted)
+    inv = _interrupted_after_h0(tmp_path, monkeypatch, HostProbe("h0", cpus=4))
     assert main(["probe", "--inventory", str(inv), "--json"]) == 130
     out = capsys.readouterr()
     doc = json.loads(out.out)
     assert doc["ok"] is False and doc["not_started"] == ["h1"]
     assert doc["hosts"]["h0"]["cpus"] == 4
     assert "nictune probe: interrupted; not started: h1" in out.err
+
+
+def _interrupted_after_h0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                          value: object) -> Path:
+    """An inventory of h0 and h1, and a run that Ctrl-C stops after h0 gave `value`."""
+    (tmp_path / "key").write_text("x")
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text("defaults: {key_file: key}\nhosts:\n  h0: {address: 192.0.2.1}\n"
+                   "  h1: {address: 192.0.2.2}\n")
+    done = GroupResult(outcomes={"h0": HostOutcome("h0", True, value)},
+                       not_started=["h1"], interrupted=True)
+
+    def interrupted(*_a: object, **_k: object) -> GroupResult[Any]:
+        raise GroupInterrupted(done)
+
+    monkeypatch.setattr(hosts_cli, "run_group", interrupted)
+    return inv
