@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import yaml
 
 from nictune.errors import InputError, read_yaml
+from nictune.files import atomic_write
 from nictune.model import (
     _ID,
     MAX_INTERVAL,
@@ -258,9 +258,6 @@ def plan_document(plan: Plan) -> dict[str, Any]:
 
 
 def save_plan(plan: Plan, path: str | Path) -> None:
-    """Write the plan whole or not at all (a temporary file renamed over it): a plan cut
-    short by a full disk can still parse, with transmissions missing."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(yaml.safe_dump(plan_document(plan), sort_keys=False))
-    os.replace(tmp, path)
+    """Write the plan whole or not at all: a plan cut short by a full disk can still
+    parse, with transmissions missing."""
+    atomic_write(Path(path), yaml.safe_dump(plan_document(plan), sort_keys=False))

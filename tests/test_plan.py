@@ -3,7 +3,7 @@
 import copy
 import dataclasses
 import errno
-from pathlib import Path
+import os
 
 import pytest
 import yaml
@@ -45,16 +45,14 @@ def test_a_plan_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     path = tmp_path / "plan.yaml"
     save_plan(_plan(), path)
     before = path.read_text()
-    write_text = Path.write_text
-
-    def full_disk(self, text, *args, **kwargs):
-        write_text(self, text[: len(text) // 2])
+    def full_disk(_fd):  # the data reached the file; the disk filled on the flush
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(Path, "write_text", full_disk)
+    monkeypatch.setattr(os, "fsync", full_disk)
     with pytest.raises(OSError, match="No space"):
         save_plan(dataclasses.replace(_plan(), seed=8), path)
     assert path.read_text() == before and load_plan(path).seed == 7
+    assert [f.name for f in tmp_path.iterdir()] == ["plan.yaml"]  # no temporary left
 
 
 def _doc() -> dict:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
-import os
 import shlex
 import threading
 import time
@@ -39,6 +38,7 @@ from nictune.deploy.inventory import HostInventory
 from nictune.deploy.parsers import UNREADABLE
 from nictune.deploy.probe import STATE_DIR, HostProbe, ProbeError, probe_host
 from nictune.deploy.transport import CommandResult, Connection, HostError
+from nictune.files import atomic_write
 from nictune.model import NicSetting
 
 SNAPSHOT_FORMAT = 2  # 2 adds "nics" (NIC id -> iface, bus_info); format 1 still loads
@@ -92,16 +92,6 @@ class HostResult:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
 
 
 class AuditLog:
@@ -201,7 +191,7 @@ def ensure_snapshot(host: HostInventory, probe: HostProbe, saved: Snapshot | Non
                                    "taken": _now()}
     doc = {**doc, "nictune_snapshot": SNAPSHOT_FORMAT, "knobs": knobs,
            "nics": {**(saved.nics if saved else {}), **added}}
-    _atomic_write(snapshot_path(host.state_dir, host.name),
+    atomic_write(snapshot_path(host.state_dir, host.name),
                   json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return knobs
 

@@ -8,7 +8,6 @@ generator's `bit_generator.state`: everything `--resume` needs to continue exact
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,10 @@ from typing import Any
 import numpy as np
 
 from nictune.errors import InputError
+from nictune.files import atomic_write
 from nictune.optimizer.archive import HostArchive
 from nictune.optimizer.objectives import PREFERENCES
+from nictune.simulator import ENGINES
 
 CHECKPOINT = "checkpoint.json"
 CHECKPOINT_FORMAT = 1
@@ -80,10 +81,7 @@ def save_checkpoint(state: State, config_source: str, out: Path) -> None:
         "archives": [a.to_json() for a in s.archives], "logbook": s.logbook,
         "numpy_state": s.numpy_state,
     }
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{CHECKPOINT}.tmp"
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, out / CHECKPOINT)
+    atomic_write(out / CHECKPOINT, json.dumps(doc))
 
 
 def _finite(x: float) -> float | str:
@@ -127,7 +125,7 @@ def _count(value: object, least: int) -> bool:
 def _check_state(s: State) -> None:
     """ValueError naming the first thing a search could not resume from."""
     o = s.options
-    if o.verify not in VERIFY or o.prefer not in PREFERENCES or o.engine not in ("fast", "des"):
+    if o.verify not in VERIFY or o.prefer not in PREFERENCES or o.engine not in ENGINES:
         raise ValueError(f"options engine {o.engine!r}, verify {o.verify!r}, prefer "
                          f"{o.prefer!r}")
     for name, least in (("population", 1), ("generations", 0), ("seed", 0),
@@ -139,12 +137,9 @@ def _check_state(s: State) -> None:
     if not s.population or not len(s.population) == len(s.fitness) == len(s.crowding):
         raise ValueError(f"{len(s.population)} individuals, {len(s.fitness)} fitnesses, "
                          f"{len(s.crowding)} crowding distances")
-    if len({len(row) if isinstance(row, list) else -1 for row in s.population}) != 1:
-        raise ValueError("individuals differ in length")
-    arity = 3 + o.energy
-    if np.array(s.population, dtype=float).ndim != 2 or any(len(f) != arity
-                                                            for f in s.fitness):
-        raise ValueError(f"individuals or fitnesses of the wrong shape ({arity} objectives)")
+    arity = 3 + o.energy  # (the genes' shape is the config's: Search.resume checks it)
+    if any(len(f) != arity for f in s.fitness):
+        raise ValueError(f"fitnesses of the wrong shape ({arity} objectives)")
     if not s.archives or any(a.genes.ndim != 2 or not len(a.genes) for a in s.archives):
         raise ValueError("an empty or malformed host archive")
     try:

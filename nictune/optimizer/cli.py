@@ -23,6 +23,7 @@ from nictune.optimizer.export import json_document, write_all
 from nictune.optimizer.objectives import PREFERENCES
 from nictune.optimizer.parallel import dask_address, mapper
 from nictune.optimizer.search import Search
+from nictune.simulator import ENGINES
 
 DEFAULTS = Options()
 MIN_POPULATION = 4
@@ -41,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--generations", type=count(0), metavar="N",
                    help=f"generations (default {DEFAULTS.generations})")
     p.add_argument("--seed", type=count(0), metavar="S", help="random seed (default 0)")
-    p.add_argument("--engine", choices=("fast", "des"),
+    p.add_argument("--engine", choices=ENGINES,
                    help="engine that evaluates the population (default fast)")
     p.add_argument("--verify", choices=VERIFY,
                    help="re-simulate the plan with the DES and flag disagreements (default des)")

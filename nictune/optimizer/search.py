@@ -241,9 +241,13 @@ class Search:
             raise InputError(f"{self.config.source}: the config changed since the checkpoint "
                              "was written (config hash differs); start a new run instead")
         check_same_search(state.options, self.options, f"resuming in {self.out}")
-        blocks = [len(cols) for cols in self.encoding.host_genes]
-        if {len(row) for row in state.population} != {self.encoding.size} or \
-                [a.genes.shape[1] for a in state.archives] != blocks:
+        try:
+            genes = np.array(state.population, dtype=float)
+        except (TypeError, ValueError):
+            genes = np.empty(0)  # rows of several lengths, or not numbers
+        if genes.shape != (len(state.population), self.encoding.size) or [
+                a.genes.shape[1] for a in state.archives] != [
+                len(cols) for cols in self.encoding.host_genes]:
             raise InputError(f"{self.out}: damaged checkpoint: its individuals or host "
                              "archives do not fit this config's genes")
         self.state = replace(state, options=self.options)

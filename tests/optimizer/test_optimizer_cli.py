@@ -316,7 +316,7 @@ def _cut(key: str, keep: int):
 @pytest.mark.parametrize("damage, named", [
     (_cut("population", 3), "3 individuals"),
     (_cut("crowding", 2), "2 crowding distances"),
-    (lambda d: d["population"][0].pop(), "differ"),  # one short gene row
+    (lambda d: d["population"][0].pop(), "do not fit"),  # one short gene row
     (lambda d: d.__setitem__("fitness", [f[:1] for f in d["fitness"]]), "wrong shape"),
     (lambda d: d.__setitem__("numpy_state", {}), "numpy_state"),
     (_cut("archives", 0), "host archive"),
