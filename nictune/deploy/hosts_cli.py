@@ -45,39 +45,39 @@ def _exit(group: GroupResult[Any]) -> int:
 
 
 def _run_to_the_end(args: argparse.Namespace, hosts: list[HostInventory],
-                    fn: Callable[[Connection, HostInventory], Any]) -> tuple[GroupResult[Any],
-                                                                           int]:
-    """`_run`, and after Ctrl-C (running hosts finish, the others are not started) what
-    finished, with exit code 130."""
+                    fn: Callable[[Connection, HostInventory], Any]) -> GroupResult[Any]:
+    """`_run`; after Ctrl-C (running hosts finish, the others are not started) what
+    finished, `interrupted` set."""
     try:
-        return _run(args, hosts, fn), 0
+        return _run(args, hosts, fn)
     except GroupInterrupted as stop:
-        return stop.result, 130
+        return stop.result
 
 
-def _finish(args: argparse.Namespace, group: GroupResult[Any], code: int) -> int:
-    if code:
+def _finish(args: argparse.Namespace, group: GroupResult[Any]) -> int:
+    """The exit code: 130 after Ctrl-C (saying which hosts were not started), else 0 or 1."""
+    if group.interrupted:
         print(f"nictune {args.command}: interrupted; not started: "
               f"{', '.join(group.not_started) or 'none'}", file=sys.stderr)
-        return code
+        return 130
     return _exit(group)
 
 
 def probe_cmd(args: argparse.Namespace) -> int:
     inventory = load_inventory(args.inventory)
     hosts = inventory.select(args.hosts)
-    group, code = _run_to_the_end(args, hosts, lambda conn, host: probe_host(conn))
+    group = _run_to_the_end(args, hosts, lambda conn, host: probe_host(conn))
     if args.json:
         print(json.dumps({**group.to_json(), "hosts": {
             h: (o.value.to_json() if o.value else {"error": o.error})
             for h, o in group.outcomes.items()}}, indent=1))
-        return _finish(args, group, code)
+        return _finish(args, group)
     for name, outcome in group.outcomes.items():
         if not outcome.ok or outcome.value is None:
             print(f"{name}: FAILED: {outcome.error}")
             continue
         _print_probe(outcome.value)
-    return _finish(args, group, code)
+    return _finish(args, group)
 
 
 def _print_probe(p: HostProbe) -> None:
@@ -184,9 +184,9 @@ def rollback_cmd(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace, verb: str, started: float, hosts: list[HostInventory],
             fn: Callable[[Connection, HostInventory], HostResult]) -> int:
     """Run `fn` on the hosts and print the results (after Ctrl-C: what finished, and 130)."""
-    group, code = _run_to_the_end(args, hosts, fn)
+    group = _run_to_the_end(args, hosts, fn)
     if args.json:
         print(_results_json(group, time.monotonic() - started))
     else:
         _print_results(group, verb)
-    return _finish(args, group, code)
+    return _finish(args, group)

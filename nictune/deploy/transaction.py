@@ -714,10 +714,15 @@ def _refused(host: HostInventory, why: str, notes: list[Note], started: float) -
                       seconds=time.monotonic() - started)
 
 
-def _check_watchdog(conn: Connection, state: str) -> tuple[str, list[Note]]:
-    """Refusal text when an unconfirmed deploy is pending (else ""), and a warning note
-    when an earlier deploy's timer fired and its restore script failed."""
+def _check_watchdog(conn: Connection, state: str,
+                    supersede: bool = False) -> tuple[str, list[Note]]:
+    """Refusal text when an unconfirmed deploy is pending (else "") — unless `supersede`
+    (a rollback; validation putting back its own cut-short arm), which disarms it — and a
+    warning note when an earlier deploy's timer fired and its restore script failed."""
     if state == "armed":
+        if supersede:
+            Watchdog(conn).disarm()
+            return "", []
         return ("an earlier deploy awaits confirmation on this host; run `nictune deploy "
                 "--confirm` or wait for its timer to restore the host"), []
     done = _timer_restore(conn) if state == "fired" else None
@@ -752,10 +757,8 @@ def restore_host(conn: Connection, host: HostInventory, opts: Options | None = N
     mismatch, notes = snapshot_mismatch(saved, host, probe, rollback=True)
     if mismatch:
         return _refused(host, mismatch, notes, started)
-    if not opts.dry_run and probe.timer != "none":
-        notes += _check_watchdog(conn, probe.timer)[1]
-        if probe.timer == "armed":
-            Watchdog(conn).disarm()  # a rollback supersedes an unconfirmed deploy
+    if not opts.dry_run:  # a rollback supersedes an unconfirmed deploy
+        notes += _check_watchdog(conn, probe.timer, supersede=True)[1]
     current, original = read_knobs(probe), saved.knobs
     ctx = HostContext(host, probe, original, {})
     changes, found = plan_changes(ctx, current, targets=original)
@@ -787,11 +790,7 @@ def apply_knobs(conn: Connection, host: HostInventory, knobs: dict[str, Any],
     probe = probe_host(conn)
     ctx = HostContext(host, probe, knobs, {})
     changes, found = plan_changes(ctx, read_knobs(probe), targets=knobs)
-    if probe.timer == "armed" and supersede:
-        Watchdog(conn).disarm()
-        pending, notes = "", []
-    else:
-        pending, notes = _check_watchdog(conn, probe.timer)
+    pending, notes = _check_watchdog(conn, probe.timer, supersede)
     if pending and changes:
         return _refused(host, pending, notes, started)
     return _transact(conn, ctx, changes, notes + found, Options(allow_mgmt_iface=True),

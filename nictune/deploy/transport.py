@@ -119,6 +119,11 @@ def _known_hosts_error(exc: Exception) -> str:
     """One line for a known_hosts file paramiko cannot load."""
     if isinstance(exc, InvalidHostKey):
         return f"malformed key in line {exc.line.strip()[:80]!r}"
+    return _reason(exc)
+
+
+def _reason(exc: BaseException) -> str:
+    """An OS or SSH error in a few words: its strerror, message or type."""
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
 
@@ -187,8 +192,8 @@ class Connection:
             raise HostError(h.name, f"ssh: {text or type(exc).__name__}") from None
         except (OSError, EOFError) as exc:
             client.close()
-            reason = "connect timeout" if isinstance(exc, TimeoutError | socket.timeout) else (
-                getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
+            reason = "connect timeout" if isinstance(exc, TimeoutError | socket.timeout) else \
+                _reason(exc)
             raise HostError(h.name, f"cannot connect to {h.address}:{h.port}: {reason}") \
                 from None
         transport = client.get_transport()
@@ -220,6 +225,11 @@ class Connection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def reconnect_if_lost(self) -> Connection:
+        """A new session if the last one was lost (aborted) or closed: for clean-up and
+        restore after a failure. (A deploy never retries on its own: see `abort`.)"""
+        return self if self._client is not None else self.connect()
 
     @property
     def connected(self) -> bool:
@@ -314,6 +324,5 @@ class Connection:
             with self.client.open_sftp() as sftp:
                 getattr(sftp, verb)(source, target)
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
             raise HostError(self.host.name, f"sftp {verb} {source} -> {target} failed: "
-                                            f"{reason}") from None
+                                            f"{_reason(exc)}") from None

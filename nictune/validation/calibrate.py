@@ -25,6 +25,7 @@ and wake-ups are compared with the measured ones (relative errors, before and af
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -43,7 +44,7 @@ from nictune.errors import InputError, RunError
 from nictune.model import MODES, Costs, NicSetting, load_config, parse_config
 from nictune.plan import Plan
 from nictune.simulator import simulate
-from nictune.validation import remote, traffic
+from nictune.validation import remote, runner, traffic
 
 SWEEP_SETTINGS = {
     "active_wait": NicSetting("active_wait"),
@@ -240,6 +241,17 @@ def _errors(points: list[dict[str, Any]], key: str) -> dict[str, float | None]:
     return out
 
 
+def _point(rx: remote.Receiver, tx_conn: Connection, opts: Options, mode: str, size: int,
+           rate: float, rep: int) -> dict[str, Any]:
+    """One sweep point measured: `size`-byte packets at `rate` under `mode`'s setting."""
+    spec = traffic.TrafficSpec("calibration", rx.address, PORT, size,
+                               _point_packets(rate, opts.seconds), max(1, round(1e6 / rate)))
+    raw = remote.measure(rx, tx_conn, spec, ["--profile", capture_profile_path(rx.host, rx.iface)],
+                         f"cal-{mode}-{size}-{rate:g}-{rep}")
+    return {**remote.derive(raw), "mode": mode, "packet_size": size, "rate_pps": rate,
+            "setting": opts.settings[mode].to_json()}
+
+
 def calibrate(inventory: Inventory, sender: str, receiver: str, opts: Options,
               progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Run the sweep, fit the profile, compare predictions before and after."""
@@ -267,32 +279,17 @@ def calibrate(inventory: Inventory, sender: str, receiver: str, opts: Options,
         with remote.Receiver.prepare(rx_conn, host, iface) as rx:
             try:
                 for mode in modes:
-                    setting = opts.settings[mode]
-                    applied = tx.apply_host(rx_conn, host, {nic: setting})
+                    applied = tx.apply_host(rx_conn, host, {nic: opts.settings[mode]})
                     if not applied.ok:
                         raise RunError(f"{receiver}: applying {mode} failed: {applied.error}")
-                    for size in sizes:
-                        for rate in rates:
-                            for rep in range(opts.repeats):
-                                progress(f"{mode} {size} B at {rate:g} pps ({rep + 1})")
-                                spec = traffic.TrafficSpec("calibration", rx.address, PORT, size,
-                                                           _point_packets(rate, opts.seconds),
-                                                           max(1, round(1e6 / rate)))
-                                raw = remote.measure(rx, tx_conn, spec, [
-                                    "--profile", capture_profile_path(host, iface)],
-                                    f"cal-{mode}-{size}-{rate:g}-{rep}")
-                                point = remote.derive(raw)
-                                point.update(mode=mode, packet_size=size, rate_pps=rate,
-                                             setting=setting.to_json())
-                                points.append(point)
+                    for size, rate, rep in itertools.product(sizes, rates, range(opts.repeats)):
+                        progress(f"{mode} {size} B at {rate:g} pps ({rep + 1})")
+                        points.append(_point(rx, tx_conn, opts, mode, size, rate, rep))
             finally:
-                if not rx_conn.connected:  # the run lost its session: restore over a new one
-                    rx_conn.connect()
-                restored = tx.restore_host(rx_conn, host)
+                restored = tx.restore_host(rx_conn.reconnect_if_lost(), host)
                 if not restored.ok:
-                    raise RunError(f"{receiver}: restore failed: {restored.error} (run "
-                                   f"`nictune rollback --inventory {inventory.path} "
-                                   f"--hosts {receiver}`)")
+                    raise RunError(f"{receiver}: restore failed; " + runner.unrestored(
+                        {receiver: f"FAILED: {restored.error}"}, inventory.path))
     coef = fit(points)
     fitted = Costs(irq=coef["irq"], per_packet=coef["per_packet"],
                    per_byte=coef["per_byte"])

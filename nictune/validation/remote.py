@@ -65,9 +65,8 @@ class Receiver:
     def __exit__(self, *exc: object) -> None:
         """Delete the agent's directory, over a new session if the run lost its own (best
         effort: the host may be unreachable; the session is then left closed)."""
-        if not self.conn.connected:
-            with contextlib.suppress(RunError):
-                self.conn.connect()
+        with contextlib.suppress(RunError):
+            self.conn.reconnect_if_lost()
         _stop(self.conn, shlex.join(["rm", "-rf", self.directory]))
 
 
@@ -171,7 +170,7 @@ def derive(raw: dict[str, Any]) -> dict[str, Any]:
         span = end - a["first_arrival"]
     # hping3 may miss counting the packet it was sending when SIGINT stopped a flood
     loss = max(0.0, 1 - received / sent) if sent else 0.0
-    drops = a["ring_drops"] + (c.get("drops_before_ring") or 0)  # each drop counted once
+    drops = a["ring_drops"] + (c["drops_before_ring"] or 0)  # each drop counted once
     target = raw["spec"]["target_rate_pps"]
     limited = []
     if s.get("stopped") or (target and s["rate_pps"] < SENDER_SHORTFALL * target):

@@ -66,8 +66,7 @@ def _entries(plan: Plan, opts: Options) -> list[PlanEntry]:
 def _put_back(h: _Host) -> tx.HostResult:
     """Return a receiver to its pre-validation state (see the module docstring), over a
     new session if the run lost its own."""
-    if not h.conn.connected:
-        h.conn.connect()
+    h.conn.reconnect_if_lost()
     if not h.had_snapshot:
         return tx.restore_host(h.conn, h.host)
     # a timer armed now but not at the start is an arm's own, cut short (Ctrl-C)
@@ -161,13 +160,12 @@ def validate(plan: Plan, inventory: Inventory, sender: str, opts: Options,
             for index, e in enumerate(entries):
                 runs += _experiment(e, BASE_PORT + index, hosts[e.host], tx_conn, opts,
                                     deploy_notes, progress)
-    except RunError as exc:
-        if unrestored(restored, inventory.path):
-            raise RunError(f"{exc}; and {unrestored(restored, inventory.path)}") from None
-        raise
-    except BaseException:  # Ctrl-C: the CLI says "interrupted"; say what is left first
-        if unrestored(restored, inventory.path):
-            progress(unrestored(restored, inventory.path))
+    except BaseException as exc:
+        left = unrestored(restored, inventory.path)
+        if left and isinstance(exc, RunError):
+            raise RunError(f"{exc}; and {left}") from None
+        if left:  # Ctrl-C: the CLI says "interrupted"; say what is left first
+            progress(left)
         raise
     return {"plan": str(plan.source), "inventory": str(inventory.path), "sender": sender,
             "repeats": opts.repeats, "scale": opts.scale, "duration": opts.duration,

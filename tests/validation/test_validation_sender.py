@@ -42,7 +42,8 @@ def test_a_paced_run_stopped_at_its_limit_is_kept_and_sender_limited() -> None:
              "last_delivery": 0.1, "ring_drops": 0, "wakeups": 500, "empty_wakeups": 0,
              "cpu_s": 0.01, "context_switches": 500, "stranded": 0, "backend": "af_packet",
              "ring": 4096, "notes": []}
-    counts = {"rx_drop": 0, "nic_drops": 0, "nic_interrupts": 0, "net_rx_softirqs": 0}
+    counts = {"rx_drop": 0, "nic_drops": 0, "drops_before_ring": 0, "nic_interrupts": 0,
+              "net_rx_softirqs": 0}
     raw_run = {"agent": agent, "sender": sent.to_json(), "counters": counts,
                "spec": {"target_rate_pps": 1.0}}  # a rate the sender easily beat
     assert remote.derive(raw_run)["limited_by"] == ["sender"]
