@@ -41,6 +41,7 @@ from nictune.deploy.inventory import Inventory, InventoryError
 from nictune.deploy.probe import capture_profile_path
 from nictune.deploy.transport import Connection
 from nictune.errors import InputError, RunError
+from nictune.files import atomic_write
 from nictune.model import MODES, Costs, NicSetting, load_config, parse_config
 from nictune.plan import Plan
 from nictune.simulator import simulate
@@ -324,9 +325,8 @@ def write_profile(result: dict[str, Any], path: Path) -> None:
         "cpu_mean_rel_error": _finite(result["fit"]["cpu_mean_rel_error"]),
         "condition": result["fit"]["condition"], "warnings": result["fit"]["warnings"],
         "error_before": result["error_before"], "error_after": result["error_after"]}}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("# nictune calibrate: host cost profile (use as hosts.NAME.profile)\n"
-                    + yaml.safe_dump(doc, sort_keys=False))
+    atomic_write(path, "# nictune calibrate: host cost profile (use as hosts.NAME.profile)\n"
+                 + yaml.safe_dump(doc, sort_keys=False))
 
 
 def _finite(x: float) -> float | None:
