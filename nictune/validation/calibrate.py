@@ -46,6 +46,7 @@ from nictune.model import MODES, Costs, NicSetting, load_config, parse_config
 from nictune.plan import Plan
 from nictune.simulator import simulate
 from nictune.validation import remote, runner, traffic
+from nictune.validation.report import json_safe
 
 SWEEP_SETTINGS = {
     "active_wait": NicSetting("active_wait"),
@@ -317,20 +318,16 @@ def _duration(seconds: float) -> str:
 def write_profile(result: dict[str, Any], path: Path) -> None:
     """A host profile YAML (`costs`, `fit`) that configs load with `profile: FILE`."""
     costs = {k: _duration(v) for k, v in result["costs"].items()}
-    doc = {"costs": costs, "fit": {
+    doc = json_safe({"costs": costs, "fit": {
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "method": "nnls: agent cpu_s ~ irq*wakeups + per_packet*packets + per_byte*bytes",
         "sender": result["sender"], "receiver": result["receiver"], "nic": result["nic"],
-        "points": result["fit"]["points"], "r2": _finite(result["fit"]["r2"]),
-        "cpu_mean_rel_error": _finite(result["fit"]["cpu_mean_rel_error"]),
+        "points": result["fit"]["points"], "r2": result["fit"]["r2"],
+        "cpu_mean_rel_error": result["fit"]["cpu_mean_rel_error"],
         "condition": result["fit"]["condition"], "warnings": result["fit"]["warnings"],
-        "error_before": result["error_before"], "error_after": result["error_after"]}}
+        "error_before": result["error_before"], "error_after": result["error_after"]}})
     atomic_write(path, "# nictune calibrate: host cost profile (use as hosts.NAME.profile)\n"
                  + yaml.safe_dump(doc, sort_keys=False))
-
-
-def _finite(x: float) -> float | None:
-    return x if isinstance(x, float) and math.isfinite(x) else None
 
 
 def _pct(x: float | None) -> str:

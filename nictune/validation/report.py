@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from nictune.files import atomic_write
 from nictune.plan import Plan
 from nictune.validation import stats
 
@@ -128,7 +129,7 @@ def build(result: dict[str, Any], plan: Plan | None = None,
                                                  runs[arm], summaries[arm]) for arm in ARMS},
             "repredicted": again or None,
         })
-    return _json_safe({
+    return json_safe({
         "nictune_validation": 1, "plan": result["plan"], "inventory": result["inventory"],
         "sender": result["sender"], "repeats": result["repeats"],
         "scale": result["scale"], "duration": result["duration"],
@@ -138,15 +139,15 @@ def build(result: dict[str, Any], plan: Plan | None = None,
         "raw_runs": [r["raw"] for r in result["runs"]]})
 
 
-def _json_safe(x: Any) -> Any:
+def json_safe(x: Any) -> Any:
     """`x` with every non-finite float as None (an undefined CI, the t of two constant
     arms): JSON has no NaN or Infinity."""
     if isinstance(x, float):
         return x if math.isfinite(x) else None
     if isinstance(x, dict):
-        return {k: _json_safe(v) for k, v in x.items()}
+        return {k: json_safe(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
-        return [_json_safe(v) for v in x]
+        return [json_safe(v) for v in x]
     return x
 
 
@@ -374,10 +375,11 @@ def html_page(report: dict[str, Any], images: dict[str, str]) -> str:
 
 
 def write(report: dict[str, Any], out: Path) -> dict[str, Path]:
-    """Write report.json, report.md, report.html (plots embedded) into `out`."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out / "report.json", "md": out / "report.md", "html": out / "report.html"}
-    paths["json"].write_text(json.dumps(report, indent=1, default=float) + "\n")
-    paths["md"].write_text(markdown(report))
-    paths["html"].write_text(html_page(report, plots(report)))
+    """Write report.json, report.md, report.html (plots embedded) into `out`: all three
+    are rendered first, then each is written whole, so a failure leaves the old ones."""
+    texts = {"json": json.dumps(report, indent=1, default=float) + "\n",
+             "md": markdown(report), "html": html_page(report, plots(report))}
+    paths = {kind: out / f"report.{kind}" for kind in texts}
+    for kind, text in texts.items():
+        atomic_write(paths[kind], text)
     return paths

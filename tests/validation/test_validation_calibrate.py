@@ -87,3 +87,9 @@ def test_zero_costs_and_low_r2_are_flagged_in_the_profile(tmp_path: Path) -> Non
     calibrate.write_profile(result, tmp_path / "p.yaml")
     assert yaml.safe_load((tmp_path / "p.yaml").read_text())["fit"]["warnings"] == f["warnings"]
     assert "  warning: R² " in calibrate.summary(result)
+    # an undefined figure anywhere in the fit is written as null, never as .nan
+    result["fit"] = {**f, "r2": float("nan")}
+    result["error_after"] = {**errors, "cpu_s": float("nan")}
+    calibrate.write_profile(result, tmp_path / "p.yaml")
+    fit = yaml.safe_load((tmp_path / "p.yaml").read_text())["fit"]
+    assert fit["r2"] is None and fit["error_after"]["cpu_s"] is None

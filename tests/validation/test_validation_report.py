@@ -25,7 +25,8 @@ def result() -> dict:
     return doc
 
 
-def test_report_files_tables_and_verdicts(result: dict, tmp_path: Path) -> None:
+def test_report_files_tables_and_verdicts(result: dict, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
     plan = load_plan(DATA / "validate-plan.yaml")
     again = calibrate.repredict(plan, result, engine="fast")  # no config here: default costs
     assert again["t-rx2"]["costs"] == "default costs"
@@ -33,6 +34,14 @@ def test_report_files_tables_and_verdicts(result: dict, tmp_path: Path) -> None:
     doc = report.build(result, plan, again)
     paths = report.write(doc, tmp_path / "out")
     assert json.loads(paths["json"].read_text())["nictune_validation"] == 1
+    before = {kind: p.read_text() for kind, p in paths.items()}
+    with monkeypatch.context() as m:  # a report whose plots fail leaves the old files
+        m.setattr(report, "plots", lambda doc: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            report.write({**doc, "wall_s": 1.0}, tmp_path / "out")
+    assert {kind: p.read_text() for kind, p in paths.items()} == before
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "report.html", "report.json", "report.md"]
     rows = report.table1(doc)
     assert [r[0] for r in rows[1:]] == ["t-rx1", "t-rx2"]
     t2 = doc["transmissions"][1]
