@@ -400,7 +400,9 @@ def read_knobs(probe: HostProbe) -> dict[str, Any]:
 
 def plan_changes(ctx: HostContext, current: dict[str, Any],
                  targets: dict[str, Any] | None = None) -> tuple[list[Change], list[Note]]:
-    """The change set in apply order (backends' targets, or the given `targets`)."""
+    """The change set in apply order (backends' targets, or the given `targets`: values
+    read from the host, compared exactly, as are the backends' targets that are a knob's
+    original value)."""
     changes: list[Change] = []
     notes: list[Note] = []
     for b in backends():
@@ -412,7 +414,8 @@ def plan_changes(ctx: HostContext, current: dict[str, Any],
         for knob, after in wanted.items():
             if knob not in current:
                 continue  # the knob vanished (an IRQ line gone): nothing to set
-            if not b.matches(knob, after, current[knob]):
+            exact = targets is not None or after == ctx.original.get(knob)
+            if not b.matches(knob, after, current[knob], exact=exact):
                 changes.append(Change(knob, b.NAME, current[knob], after))
     return changes, notes
 
@@ -471,13 +474,14 @@ def _verify(conn: Connection, changes: list[Change], field_: str,
     """Mismatches between the host's knobs and each change's `field_` value; values the
     kernel rounded (accepted by the backend's `matches`) are added to `notes`. A read-back
     that cannot be read or compared is a ProbeError: the host counts as not verified (the
-    caller restores), never as a crash that skips the restore."""
+    caller restores), never as a crash that skips the restore. The "before" values were
+    read from the host: they must read back exactly."""
     try:
         got = read_knobs(probe_host(conn))
         bad = []
         for c in changes:
             want, have = getattr(c, field_), got.get(c.knob)
-            if not _backend(c.backend).matches(c.knob, want, have):
+            if not _backend(c.backend).matches(c.knob, want, have, exact=field_ == "before"):
                 bad.append(f"{c.knob}: wanted {want!r}, reads {have!r}")
             elif notes is not None and want != have and c.backend == "ring":
                 nic = split_key(c.knob)[0]

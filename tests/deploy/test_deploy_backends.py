@@ -181,6 +181,25 @@ def test_read_back_comparisons() -> None:
     assert not ring.matches("nic/n/ring/rx", 1024, 512)
     assert irq_affinity.matches("nic/n/irq/5", "0-2", "0,1,2")
     assert not irq_affinity.matches("nic/n/irq/5", "1", "0-1")
+    assert not ring.matches("nic/n/ring/rx", 1000, 1024, exact=True)  # a snapshot's size
+
+
+def test_a_ring_left_larger_is_restored_and_a_rounded_plan_is_unchanged(
+        mlx5: HostProbe) -> None:
+    """A rollback to the snapshot's 1000 slots from 1024 is a change (the driver holds
+    the 1000 it reported); a redeploy of ring_slots 1000 that the driver rounded to 1024
+    is not. Also the deploy of another NIC's plan puts this one's ring back exactly."""
+    key = "nic/nic-1/ring/rx"
+    mlx5.nics["nic-1"].ring["current"]["rx"] = 1024
+    current = read_knobs(mlx5)
+    restore, _ = plan_changes(HostContext(HOST, mlx5, {key: 1000}, {}), current,
+                              targets={key: 1000})
+    assert [(c.knob, c.before, c.after) for c in restore] == [(key, 1024, 1000)]
+    redeploy = HostContext(HOST, mlx5, {**current, key: 512},
+                           {"nic-1": NicSetting("active_wait", ring_slots=1000)})
+    assert key not in {c.knob for c in plan_changes(redeploy, current)[0]}
+    other = HostContext(HOST, mlx5, {**current, key: 1000}, {})
+    assert [c.after for c in plan_changes(other, current)[0] if c.knob == key] == [1000]
 
 
 @pytest.mark.parametrize(("old", "new", "message"), [

@@ -10,8 +10,9 @@ JSON value. Each backend module defines `NAME` and
   clamped, approximation, not expressible, unavailable;
 * `commands(ctx, {knob: value}) -> [shell command]` — set those values; the same function
   restores (called with the before-values), so apply and restore share one code path;
-* `matches(knob, want, got) -> bool` — read-back comparison (driver rounding tolerated
-  where the kernel may round).
+* `matches(knob, want, got, exact=False) -> bool` — read-back comparison (driver rounding
+  tolerated where the kernel may round, unless `exact`: `want` was itself read from the
+  host — a snapshot's value — so the driver holds it as it is).
 
 `backends()` gives the apply order; restore runs in reverse.
 """
@@ -120,7 +121,7 @@ def ethtool_commands(ctx: HostContext, values: dict[str, Any], option: str,
             for nic, args in by_nic.items()]
 
 
-def default_matches(key: str, want: Any, got: Any) -> bool:
+def default_matches(key: str, want: Any, got: Any, exact: bool = False) -> bool:
     return want == got
 
 

@@ -27,7 +27,7 @@ def read(probe: HostProbe) -> dict[str, Any]:
     return out
 
 
-def matches(key: str, want: Any, got: Any) -> bool:
+def matches(key: str, want: Any, got: Any, exact: bool = False) -> bool:
     if split_key(key)[1] == NAME and isinstance(want, str) and isinstance(got, str):
         return parsers.cpu_list(want) == parsers.cpu_list(got)
     return want == got
