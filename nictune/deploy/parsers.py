@@ -155,14 +155,17 @@ def parse_features(text: str) -> dict[str, dict[str, bool | None]] | None:
 Pairs = Callable[[list[tuple[str, Any]]], Any]
 
 
-def load_json(text: str, pairs: Pairs | None = None) -> Any:
+def load_json(text: str, pairs: Pairs | None = None, repair: bool = False) -> Any:
     """`ethtool --json` output (`pairs` builds each object from its key/value pairs, as
-    json's object_pairs_hook); a truncated document is repaired up to its last complete
-    member (pasted outputs are often cut), anything else is a ParseError."""
+    json's object_pairs_hook); anything but whole JSON is a ParseError. With `repair`, for
+    pasted outputs (often cut), a truncated document is read up to its last complete
+    member — never for a live host's, where the features after the cut would count as
+    gone and a rollback would skip them."""
     try:
         return json.loads(text, object_pairs_hook=pairs)
     except ValueError:
-        pass
+        if not repair:
+            raise ParseError(f"ethtool --json: not whole JSON: {text[:80]!r}") from None
     cuts = [i for i, ch in enumerate(text) if ch in "}]"]
     for cut in reversed(cuts[-200:]):
         prefix = text[:cut + 1]
@@ -197,8 +200,9 @@ def _closers(prefix: str) -> str | None:
     return None if in_string or not stack else "".join(reversed(stack))
 
 
-def _json_object(text: str, what: str, pairs: Pairs | None = None) -> dict[str, Any]:
-    doc = load_json(text, pairs)
+def _json_object(text: str, what: str, pairs: Pairs | None = None,
+                 repair: bool = False) -> dict[str, Any]:
+    doc = load_json(text, pairs, repair)
     if isinstance(doc, list) and doc and isinstance(doc[0], dict):
         return doc[0]
     if isinstance(doc, dict):
@@ -206,9 +210,9 @@ def _json_object(text: str, what: str, pairs: Pairs | None = None) -> dict[str, 
     raise ParseError(f"ethtool --json {what}: expected a list with one object")
 
 
-def parse_json_features(text: str) -> dict[str, dict[str, bool | None]]:
-    """`ethtool --json -k`, same shape as `parse_features`."""
-    obj = _json_object(text, "-k")
+def parse_json_features(text: str, repair: bool = False) -> dict[str, dict[str, bool | None]]:
+    """`ethtool --json -k`, same shape as `parse_features` (`repair`: see `load_json`)."""
+    obj = _json_object(text, "-k", repair=repair)
     out = {}
     for name, value in obj.items():
         if isinstance(value, dict) and "active" in value:
@@ -221,14 +225,14 @@ def parse_json_features(text: str) -> dict[str, dict[str, bool | None]]:
     return out
 
 
-def parse_json_ring(text: str) -> dict[str, dict[str, Any]]:
+def parse_json_ring(text: str, repair: bool = False) -> dict[str, dict[str, Any]]:
     """`ethtool --json -g`, same shape as `parse_ring` (keys `rx-max` -> max.rx)."""
-    return _json_sections(_json_object(text, "-g"), "-g")
+    return _json_sections(_json_object(text, "-g", repair=repair), "-g")
 
 
-def parse_json_channels(text: str) -> dict[str, dict[str, Any]]:
+def parse_json_channels(text: str, repair: bool = False) -> dict[str, dict[str, Any]]:
     """`ethtool --json -l` (keys omitted when unsupported)."""
-    return _json_sections(_json_object(text, "-l"), "-l")
+    return _json_sections(_json_object(text, "-l", repair=repair), "-l")
 
 
 _COUNTS = ("rx", "tx", "rx-mini", "rx-jumbo", "combined", "other")
@@ -269,13 +273,13 @@ def _json_sections(obj: dict[str, Any], option: str) -> dict[str, dict[str, Any]
 _SWITCHES = ("adaptive-", "cqe-mode-")
 
 
-def parse_json_coalesce(text: str) -> dict[str, int | bool | None]:
+def parse_json_coalesce(text: str, repair: bool = False) -> dict[str, int | bool | None]:
     """`ethtool --json -c` (ethtool >= 6.2): keys as in `parse_coalesce`. The switches
     (adaptive-*, cqe-mode-*) must be true/false and every other value a whole number within
     32 bits, or it is a ParseError (a string would be taken as state and written back by a
     restore). The DIM profile tables of newer ethtool (`rx-profile`, `tx-profile`: lists)
     are not knobs nictune sets and are left out."""
-    obj = _json_object(text, "-c", _coalesce_keys)
+    obj = _json_object(text, "-c", _coalesce_keys, repair)
     out: dict[str, int | bool | None] = {}
     for key, value in obj.items():
         if key == "ifname" or (key.endswith("-profile") and isinstance(value, list)):

@@ -25,6 +25,7 @@ STATE_DIR = "/var/lib/nictune"  # on the host: restore script and timer state
 SYSCTLS = ("busy_read", "busy_poll")
 ETHTOOL_COMMANDS = ("c", "g", "l", "k")
 END = "@@end of nictune probe"  # the last line: without it the output is truncated
+KILLED = "@@killed"  # after an ethtool output cut short by a signal
 PROBE_ATTEMPTS = 3
 
 
@@ -139,13 +140,17 @@ def _script(host: HostInventory) -> str:
             f"ethtool -i {i} 2>&1",
         ]
         for cmd in ETHTOOL_COMMANDS:
-            lines += [  # an empty output (ethtool killed, a busy host) is retried, never parsed
-                f"for n in 1 2 3; do out=$(ethtool --json -{cmd} {i} 2>&1); "
+            # an empty output (ethtool killed, a busy host) is retried; an output cut short
+            # by a signal (exit status > 128) is marked, and the probe retried, never parsed
+            killed = f"[ $? -gt 128 ] && echo {KILLED}"
+            lines += [
+                f"for n in 1 2 3; do out=$(ethtool --json -{cmd} {i} 2>&1); rc=$?; "
                 '[ -n "$out" ] && break; sleep 0.2; done',
                 "case \"$out\" in *'bad command line'*|*'unrecognized option'*) "
-                f"echo {q('@@section text-' + cmd + ' ' + nic)}; ethtool -{cmd} {i} 2>&1;; "
+                f"echo {q('@@section text-' + cmd + ' ' + nic)}; "
+                f"ethtool -{cmd} {i} 2>&1 || {{ {killed}; }};; "
                 f"*) echo {q('@@section json-' + cmd + ' ' + nic)}; "
-                "printf '%s\\n' \"$out\";; esac",
+                "printf '%s\\n' \"$out\"; (exit $rc) || { " + killed + "; };; esac",
             ]
         lines += [f"echo {q('@@section capture ' + nic)}",
                   _cat(host.remote_path(f"{CAPTURE_DIR}/{iface}.json"))]
@@ -337,6 +342,8 @@ def _nic_section(nic: NicProbe, section: str, body: str) -> None:
     if fmt not in ("json", "text") or cmd not in ETHTOOL_COMMANDS:
         return
     nic.formats[cmd] = fmt
+    if KILLED in body.splitlines():
+        raise parsers.ParseError(f"ethtool -{cmd} {nic.iface} was killed mid-output")
     if not body.strip():
         raise parsers.ParseError(f"ethtool -{cmd} {nic.iface} printed nothing (3 tries)")
     if parsers.unsupported(body) or (fmt == "json" and body.lstrip()[0] not in "[{"):

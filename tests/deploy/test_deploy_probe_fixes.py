@@ -439,3 +439,32 @@ def test_a_wrongly_typed_json_coalesce_is_never_taken_for_state(host: FakeHost) 
         host.bin, executable=True)
     with pytest.raises(ProbeError, match="rx-usecs: expected a whole number"):
         host.probe()
+
+
+KILLED_JSON = ('--json) [ "$2" = -k ] && printf \'[ {"ifname": "eth1", "rx-gro-hw": '
+               '{"active": false, "fixed": false, "requested": false}, "generic-re\' '
+               '&& kill -9 $$\n        echo "ethtool: bad command line argument(s)"; exit 1;;')
+CUT_JSON = KILLED_JSON.replace("&& kill -9 $$", "&& exit 0")
+KILLED_TEXT = ("-c) printf 'Coalesce parameters for %s:\\nAdaptive RX: off  TX: off\\n' "
+               '"$2"; kill -9 $$;;')
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ('--json) echo "ethtool: bad command line argument(s)"; exit 1;;', KILLED_JSON,
+     "ethtool -k eth1 was killed mid-output"),
+    ('--json) echo "ethtool: bad command line argument(s)"; exit 1;;', CUT_JSON,
+     "not whole JSON"),
+    ("-c) printf 'Coalesce parameters for %s:\\nAdaptive RX: off  TX: off\\nrx-usecs: 0\\n' "
+     '"$2";;', KILLED_TEXT, "ethtool -c eth1 was killed mid-output"),
+])
+def test_an_ethtool_output_cut_short_is_never_taken_for_state(host: FakeHost, old: str,
+                                                              new: str, message: str) -> None:
+    """A cut `-k` would leave the features after the cut out of the snapshot: a rollback
+    would count them as gone and skip them (a cut JSON was once repaired and accepted)."""
+    assert old in ETHTOOL
+    host.write("ethtool", ETHTOOL.replace(old, new), host.bin, executable=True)
+    with pytest.raises(ProbeError, match=message):
+        host.probe()
+    host.write("ethtool", ETHTOOL, host.bin, executable=True)
+    assert host.probe().nics["nic-1"].coalesce == {"adaptive-rx": False, "adaptive-tx": False,
+                                                   "rx-usecs": 0}
