@@ -144,6 +144,18 @@ def test_active_wait_leaves_rx_frames_alone_where_the_driver_does_not_count_fram
     assert t["nic/nic-1/coalesce/adaptive-rx"] is False
 
 
+def test_active_wait_targets_do_not_depend_on_an_earlier_deploy(mlx5: HostProbe) -> None:
+    """After a passive_wait deploy (rx-frames 0), active_wait still sets rx-frames 1 on a
+    NIC that counted frames before nictune (mlx5: 128 in the snapshot)."""
+    original = read_knobs(mlx5)
+    assert original["nic/nic-1/coalesce/rx-frames"] == 128
+    mlx5.nics["nic-1"].coalesce.update({"rx-usecs": 250, "rx-frames": 0})
+    ctx = HostContext(HOST, mlx5, original, {"nic-1": NicSetting("active_wait")})
+    after = {c.knob: c.after for c in plan_changes(ctx, read_knobs(mlx5))[0]}
+    assert after["nic/nic-1/coalesce/rx-frames"] == 1
+    assert after["nic/nic-1/coalesce/rx-usecs"] == 0
+
+
 def test_mgmt_interface_guard(shared: Path) -> None:
     probe = parse_probe(HOST, probe_text(shared, ssh_on_nic=True))
     current = read_knobs(probe)

@@ -49,10 +49,12 @@ def _usecs(seconds: float, ctx: HostContext, nic: str, what: str,
 def wanted(ctx: HostContext, nic: str, notes: list[Note]) -> dict[str, Any]:
     s = ctx.settings[nic]
     if s.mode == "active_wait":
-        # rx-frames 1 only where the driver counts frames (it reads non-zero): with
-        # rx-usecs 0 the NIC interrupts per packet anyway, and a driver without frame
-        # counting refuses any non-zero value (i40e, which an ioctl-era ethtool shows as 0)
-        if (ctx.nic(nic).coalesce or {}).get("rx-frames"):
+        # rx-frames 1 only where the driver counts frames (it read non-zero before
+        # nictune: the snapshot's value, so the target does not depend on what an earlier
+        # deploy left): with rx-usecs 0 the NIC interrupts per packet anyway, and a driver
+        # without frame counting refuses any non-zero value (i40e, which an ioctl-era
+        # ethtool shows as 0)
+        if ctx.original.get(nic_key(nic, NAME, "rx-frames")):
             return {"adaptive-rx": False, "rx-usecs": 0, "rx-frames": 1}
         return {"adaptive-rx": False, "rx-usecs": 0}
     if s.mode == "passive_wait":
