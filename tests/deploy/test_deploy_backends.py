@@ -132,6 +132,16 @@ def test_veth_reports_unsupported_with_fallbacks(shared: Path) -> None:
     assert "min_num_slots" in fallbacks["ring"]
 
 
+def test_rps_steers_every_rx_queue_of_a_nic_without_irq_lines(shared: Path) -> None:
+    """A veth with two RX queues: nictune keeps them (no queue-count change), so both
+    are steered to irq_core, not rx-0 alone."""
+    probe = parse_probe(HOST, probe_text(shared, veth=True).replace(
+        "rps.rx-0=0", "rps.rx-0=0\nrps.rx-1=0"))
+    assert probe.nics["nic-1"].channels is not None
+    t, _ = planned(probe, NicSetting("active_wait", irq_core=1))
+    assert t["nic/nic-1/rps/rx-0"] == t["nic/nic-1/rps/rx-1"] == 0b10
+
+
 def test_active_wait_leaves_rx_frames_alone_where_the_driver_does_not_count_frames(
         mlx5: HostProbe, shared: Path) -> None:
     """i40e has no rx-frames; an ioctl-era ethtool shows it as 0, and any non-zero value

@@ -51,9 +51,8 @@ def plan(ctx: HostContext) -> tuple[dict[str, Any], list[Note]]:
             for key in irqs:
                 targets[key] = str(core)
             continue
+        # every RX queue (channels keeps them all): one left out would steer elsewhere
         queues = [k for k in targets if k.startswith(f"nic/{nic}/{RPS}/")]
-        if any(k.startswith(f"nic/{nic}/channels/") for k in ctx.original):
-            queues = [k for k in queues if k.endswith("/rx-0")]  # channels leaves one queue
         notes.append(ctx.note(nic, NAME, "unsupported",
                               f"{ctx.nic(nic).iface} has no IRQ lines",
                               f"RPS steers receive processing to CPU {core}" if queues
