@@ -132,6 +132,16 @@ def test_veth_reports_unsupported_with_fallbacks(shared: Path) -> None:
     assert "min_num_slots" in fallbacks["ring"]
 
 
+def test_gro_held_by_another_feature_is_left_alone(shared: Path) -> None:
+    text = probe_text(shared)
+    line = next(x for x in text.splitlines() if x.startswith("generic-receive-offload:"))
+    probe = parse_probe(HOST, text.replace(line, "generic-receive-offload: off [requested on]"))
+    assert probe.nics["nic-1"].features["generic-receive-offload"]["requested"] is True
+    t, notes = planned(probe, NicSetting("busy_poll"))
+    assert not any("/features/" in k for k in t) and "/features/" not in str(read_knobs(probe))
+    assert any("held by another feature" in n.detail for n in notes)
+
+
 def test_rps_steers_every_rx_queue_of_a_nic_without_irq_lines(shared: Path) -> None:
     """A veth with two RX queues: nictune keeps them (no queue-count change), so both
     are steered to irq_core, not rx-0 alone."""

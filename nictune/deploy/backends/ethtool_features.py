@@ -1,6 +1,9 @@
 """Offload features (`ethtool -K`): GRO is switched on where the NAPI knobs carry the
 setting (passive_wait's gro_flush_timeout only acts with GRO; on veth, GRO also turns
-NAPI on) and for busy_poll (needs NAPI); otherwise GRO keeps its original state."""
+NAPI on) and for busy_poll (needs NAPI); otherwise GRO keeps its original state. A GRO
+whose active state is not the requested one (`off [requested on]`: another feature holds
+it) is left alone: `ethtool -K` would change only the request, and a restore would put
+back the wrong one."""
 
 from __future__ import annotations
 
@@ -27,8 +30,11 @@ def read(probe: HostProbe) -> dict[str, Any]:
     for nic_id, nic in probe.nics.items():
         for feature in FEATURES:
             state = (nic.features or {}).get(feature)
-            if state is not None and not state.get("fixed"):
-                out[nic_key(nic_id, NAME, feature)] = bool(state["active"])
+            if state is None or state.get("fixed"):
+                continue
+            if state.get("requested") not in (None, state["active"]):
+                continue  # `off [requested on]`: held by another feature, not settable
+            out[nic_key(nic_id, NAME, feature)] = bool(state["active"])
     return out
 
 
@@ -39,7 +45,8 @@ def plan(ctx: HostContext) -> tuple[dict[str, Any], list[Note]]:
         if s.mode not in ("passive_wait", "busy_poll"):
             continue
         ctx.want(targets, notes, nic, NAME, "generic-receive-offload", True,
-                 f"GRO cannot be changed on {ctx.nic(nic).iface} (fixed or absent)")
+                 f"GRO cannot be changed on {ctx.nic(nic).iface} (fixed, absent, or "
+                 "held by another feature: its active state differs from the requested)")
     return targets, notes
 
 
