@@ -327,6 +327,7 @@ class IrqLine:
 
 
 _TRIGGER = re.compile(r"-(edge|level|fasteoi|simple)$")
+_ARM_TRIGGERS = ("Edge", "Level")  # the GIC's trigger column, after the hwirq number
 
 
 def parse_interrupts(text: str) -> list[IrqLine]:
@@ -346,6 +347,10 @@ def parse_interrupts(text: str) -> list[IrqLine]:
             counts.append(int(tokens.pop(0)))
         chip = tokens.pop(0) if tokens else ""
         if tokens and not _TRIGGER.search(chip) and _TRIGGER.search(tokens[0]):
+            chip = f"{chip} {tokens.pop(0)}"  # x86: "PCI-MSI 49153-edge"
+        elif len(tokens) > 1 and tokens[0].isdigit() and tokens[1] in _ARM_TRIGGERS:
+            chip = f"{chip} {tokens.pop(0)} {tokens.pop(0)}"  # arm64: "ITS-MSI 16385 Edge"
+        elif tokens and tokens[0] in _ARM_TRIGGERS:
             chip = f"{chip} {tokens.pop(0)}"
         out.append(IrqLine(int(m.group(1)), tuple(counts), chip, " ".join(tokens)))
     if not out and text.strip():

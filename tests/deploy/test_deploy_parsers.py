@@ -155,6 +155,22 @@ def test_interrupts_modern_formats(shared: Path) -> None:
     assert shared_line.actions == ["uhci_hcd:usb1", "virtio3"]
 
 
+def test_interrupts_of_an_arm64_gic() -> None:
+    """arm64 prints the GIC's hwirq and trigger as two columns ("ITS-MSI 16385 Edge"):
+    both belong to the chip, or the handler name starts with them and no NIC matches."""
+    text = ("           CPU0       CPU1\n"
+            " 11:      70563      67210     GICv3  27 Level     arch_timer\n"
+            " 45:      13862          0   ITS-MSI 16385 Edge      virtio0-input.0\n"
+            " 52:       9876          0   ITS-MSI 81921 Edge      eth1-TxRx-0\n"
+            " 60:          0          0   ITS-MSI Edge      eth1-TxRx-1\n")
+    lines = parsers.parse_interrupts(text)
+    assert [(x.chip, x.name) for x in lines] == [
+        ("GICv3 27 Level", "arch_timer"), ("ITS-MSI 16385 Edge", "virtio0-input.0"),
+        ("ITS-MSI 81921 Edge", "eth1-TxRx-0"), ("ITS-MSI Edge", "eth1-TxRx-1")]
+    assert irq_names(parsers.irqs_of(lines, "eth0", device="virtio0")) == ["virtio0-input.0"]
+    assert [x.irq for x in parsers.irqs_of(lines, "eth1")] == [52, 60]
+
+
 def test_masks() -> None:
     assert parsers.cpu_list("0-3,6") == [0, 1, 2, 3, 6]
     assert parsers.hex_mask("00000000,00000002") == 2
