@@ -21,6 +21,7 @@ import yaml
 
 from nictune.errors import InputError, read_yaml
 from nictune.units import (
+    as_float,
     parse_bitrate,
     parse_byterate,
     parse_duration,
@@ -269,7 +270,9 @@ class _Fields:
 def _fmt(value: float | None) -> str:
     if value is None:
         return "?"
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+    if isinstance(value, int):
+        return str(value) if len(str(value)) <= 20 else f"an integer of {len(str(value))} digits"
+    return str(int(value)) if value.is_integer() else f"{value:g}"
 
 
 def _integer(value: Any) -> int:
@@ -283,7 +286,23 @@ def _integer(value: Any) -> int:
 def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"expected a number, got {value!r}")
-    return float(value)
+    return as_float(value)
+
+
+def _name(value: Any) -> Any:
+    """A reference to a host or NIC as its name: YAML reads `host: 1` as a number, and
+    the mapping key `1:` is named "1"."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _names(section: dict[Any, Any], source: str, what: str) -> dict[str, Any]:
+    """`section` keyed by name; `1:` and `'1':` are one name, given twice."""
+    out: dict[str, Any] = {}
+    for key, value in section.items():
+        if str(key) in out:
+            raise ConfigError(f"{source}: {what}: {str(key)!r} is given twice")
+        out[str(key)] = value
+    return out
 
 
 def _identifier(value: Any) -> str:
@@ -354,6 +373,9 @@ def _parse_host(name: str, raw: object, source: str, base: Path) -> Host:
         per_byte=c.get("per_byte", parse_duration, d.per_byte, 0.0, 1e-6, " s"),
         poll_check=c.get("poll_check", parse_duration, d.poll_check, 1e-10, 1e-3, " s"),
     )
+    if costs.per_packet == 0 and costs.per_byte == 0:  # the models divide by a packet's work
+        c.fail("per_packet and per_byte are both 0: a packet must cost some CPU time",
+               "per_packet")
     dm = Memory()
     memory = Memory(
         bandwidth=m.get("bandwidth", parse_byterate, dm.bandwidth, 1e6, 1e13, " B/s"),
@@ -418,7 +440,7 @@ def _parse_nic(name: str, raw: object, hosts: dict[str, Host], source: str) -> N
     _identifier_or_fail(name, source, where)
     f = _Fields(raw, source, where, ("host", "link", "ring_slots", "min_ring_slots",
                                      "max_ring_slots", "irq_core"))
-    host = f.raw.get("host")
+    host = _name(f.raw.get("host"))
     if not isinstance(host, str) or host not in hosts:
         f.fail(f"unknown host {host!r} (hosts: {', '.join(hosts) or 'none'})", "host")
     low = f.get("min_ring_slots", _integer, 64, 2, 1 << 20)  # 2: room for a watermark of 1
@@ -443,7 +465,7 @@ def _parse_transmission(i: int, raw: object, nics: dict[str, Nic], hosts: dict[s
                         source: str) -> Transmission:
     f = _Fields(raw, source, f"transmissions[{i}]", TRANSMISSION_KEYS)
     tid = f.required("id", lambda v: _identifier(str(v)))
-    nic_name = f.raw.get("nic")
+    nic_name = _name(f.raw.get("nic"))
     if not isinstance(nic_name, str) or nic_name not in nics:
         f.fail(f"unknown nic {nic_name!r} (nics: {', '.join(list(nics)[:8]) or 'none'})", "nic")
     nic = nics[nic_name]
@@ -494,8 +516,10 @@ def parse_config(raw: object, source: str = "<config>", base: Path | None = None
         f.fail("expected a mapping of NIC name to NIC", "nics")
     if not isinstance(f.raw["transmissions"], list):
         f.fail("expected a list of transmissions", "transmissions")
-    hosts = {str(n): _parse_host(str(n), h, source, base) for n, h in f.raw["hosts"].items()}
-    nics = {str(n): _parse_nic(str(n), v, hosts, source) for n, v in f.raw["nics"].items()}
+    hosts = {n: _parse_host(n, h, source, base)
+             for n, h in _names(f.raw["hosts"], source, "hosts").items()}
+    nics = {n: _parse_nic(n, v, hosts, source)
+            for n, v in _names(f.raw["nics"], source, "nics").items()}
     transmissions = [_parse_transmission(i, t, nics, hosts, source)
                      for i, t in enumerate(f.raw["transmissions"])]
     seen: set[str] = set()

@@ -28,11 +28,21 @@ BYTERATE_UNITS: dict[str, float] = {k + "/s": v for k, v in SIZE_UNITS.items()}
 POWER_UNITS: dict[str, float] = {"W": 1.0, "mW": 1e-3, "kW": 1e3}
 
 
+def as_float(value: int | float) -> float:
+    """`value` as a float; an integer beyond float's range is a ValueError like any bad
+    number (float() raises OverflowError there)."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"must be a finite number, got an integer of {len(str(value))} "
+                         "digits") from None
+
+
 def _split(value: object, kind: str) -> tuple[float, str]:
     if isinstance(value, bool):
         raise ValueError(f"expected a {kind}, got {value!r}")
     if isinstance(value, int | float):
-        return float(value), ""
+        return as_float(value), ""
     if not isinstance(value, str):
         raise ValueError(f"expected a {kind}, got {value!r}")
     match = _NUMBER.match(value)

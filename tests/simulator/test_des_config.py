@@ -193,6 +193,15 @@ BAD = [
      r"default\.poll_interval: must be between 1e-06 and 10 s, got 20"),
     ({"transmissions.0.default.watermark_timeout": "-1s"},
      r"watermark_timeout: must be between 0 and 10 s"),
+    # integers beyond float's range (an OverflowError traceback)
+    ({"transmissions.0.size": 10 ** 400}, r"size: must be a finite number, got an integer of "
+                                          r"401 digits"),
+    ({"transmissions.0.default.watermark": 10 ** 400},
+     r"default\.watermark: must be between 1 and 2048 .*got an integer of 401 digits"),
+    ({"hosts.h1.memory": {"traffic_per_byte": 10 ** 400}}, r"traffic_per_byte: must be a finite"),
+    # (a ZeroDivisionError in the DES)
+    ({"hosts.h1.costs": {"per_packet": 0, "per_byte": 0}},
+     r"hosts\.h1\.costs\.per_packet: per_packet and per_byte are both 0"),
 ]
 
 
@@ -294,3 +303,19 @@ def test_paper_47_matches_the_measured_data(repo, shared):
         mbps = float(row["default_throughput_mbps"])
         assert t.rate * t.packet_size * 8 == pytest.approx(mbps * 1e6, rel=1e-3)
         assert cfg.default_setting(t) == pfring_default(cfg.nic_of(t))
+
+
+def test_numeric_host_and_nic_names_resolve_and_collide():
+    """YAML reads `host: 1` as a number and the key `1:` is named "1": the two meet (the
+    error said `unknown host 1 (hosts: 1)`), and `1:` beside `'1':` is one name twice (the
+    second silently won)."""
+    raw = copy.deepcopy(BASE)
+    raw["hosts"] = {1: raw["hosts"]["h1"]}
+    raw["nics"] = {2: {**raw["nics"]["n1"], "host": 1}}
+    for t in raw["transmissions"]:
+        t["nic"] = 2
+    cfg = parse_config(raw, "x.yaml")
+    assert cfg.nic_of(cfg.transmissions[0]).host == "1" and "2" in cfg.nics
+    raw["hosts"]["1"] = {"cores": 8}
+    with pytest.raises(ConfigError, match=r"^x\.yaml: hosts: '1' is given twice$"):
+        parse_config(raw, "x.yaml")
