@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def count(low: int) -> Callable[[str], int]:
-    """A whole number of at least `low`."""
+def count(low: int, high: int | None = None) -> Callable[[str], int]:
+    """A whole number of at least `low` (and at most `high`)."""
 
     def parse(text: str) -> int:
         try:
@@ -20,6 +20,8 @@ def count(low: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high}, got {value}")
         return value
 
     return parse

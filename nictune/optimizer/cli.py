@@ -27,6 +27,8 @@ from nictune.simulator import ENGINES
 
 DEFAULTS = Options()
 MIN_POPULATION = 4
+MAX_POPULATION = 1_000_000  # (beyond: NumPy cannot draw the first generation)
+MAX_WORKERS = 1024
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("config", metavar="CONFIG", help="YAML config (see configs/README.md)")
     p.add_argument("--out", type=out_dir, metavar="DIR",
                    help="output directory (default runs/<config stem>)")
-    p.add_argument("--population", type=count(MIN_POPULATION), metavar="N",
+    p.add_argument("--population", type=count(MIN_POPULATION, MAX_POPULATION), metavar="N",
                    help=f"individuals per generation (default {DEFAULTS.population})")
     p.add_argument("--generations", type=count(0), metavar="N",
                    help=f"generations (default {DEFAULTS.generations})")
@@ -46,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="engine that evaluates the population (default fast)")
     p.add_argument("--verify", choices=VERIFY,
                    help="re-simulate the plan with the DES and flag disagreements (default des)")
-    p.add_argument("--workers", type=count(1), metavar="N",
+    p.add_argument("--workers", type=count(1, MAX_WORKERS), metavar="N",
                    help="processes for DES runs (default: one per CPU, at most two per "
                         "host of the config with --verify des, 1 with --verify none)")
     p.add_argument("--dask", metavar="ADDRESS|local", type=dask_address,

@@ -63,6 +63,9 @@ def test_optimizer_cli_prints_the_table_without_json(
 
 @pytest.mark.parametrize(("extra", "message"), [
     (["--population", "0"], "--population: must be at least 4, got 0"),
+    # (NumPy's "Maximum allowed dimension exceeded", and the process pool's OverflowError)
+    (["--population", "1" + "0" * 20], "--population: must be at most 1000000, got 1000"),
+    (["--workers", "1" + "0" * 20], "--workers: must be at most 1024, got 1000"),
     (["--prefer", "x"], "invalid choice: 'x'"),
     (["--engine", "gpu"], "invalid choice: 'gpu'"),
     (["--generations", "two"], "expected a whole number, got 'two'"),
