@@ -122,6 +122,19 @@ def _count(value: object, least: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
+def _check_logbook(logbook: object, generation: int) -> None:
+    """ValueError unless `logbook` is a row per generation so far, each with the same
+    keys (the first "generation") and numbers for values, as `Search._record` writes."""
+    if not isinstance(logbook, list) or len(logbook) != generation + 1:
+        raise ValueError(f"logbook: expected a list of {generation + 1} rows")
+    keys = list(logbook[0]) if isinstance(logbook[0], dict) else []
+    for row in logbook:
+        if not isinstance(row, dict) or list(row) != keys or keys[:1] != ["generation"] or \
+                not all(isinstance(v, int | float) and not isinstance(v, bool)
+                        for v in row.values()):
+            raise ValueError(f"logbook: a malformed row {str(row)[:60]}")
+
+
 def _check_state(s: State) -> None:
     """ValueError naming the first thing a search could not resume from."""
     o = s.options
@@ -142,6 +155,7 @@ def _check_state(s: State) -> None:
         raise ValueError(f"fitnesses of the wrong shape ({arity} objectives)")
     if not s.archives or any(a.genes.ndim != 2 or not len(a.genes) for a in s.archives):
         raise ValueError("an empty or malformed host archive")
+    _check_logbook(s.logbook, s.generation)
     try:
         np.random.Generator(np.random.PCG64()).bit_generator.state = s.numpy_state
     except (TypeError, ValueError, KeyError) as exc:

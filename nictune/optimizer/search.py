@@ -245,9 +245,10 @@ class Search:
             genes = np.array(state.population, dtype=float)
         except (TypeError, ValueError):
             genes = np.empty(0)  # rows of several lengths, or not numbers
-        if genes.shape != (len(state.population), self.encoding.size) or [
+        if genes.shape != (len(state.population), self.encoding.size) or \
+                not np.isfinite(genes).all() or [
                 a.genes.shape[1] for a in state.archives] != [
                 len(cols) for cols in self.encoding.host_genes]:
             raise InputError(f"{self.out}: damaged checkpoint: its individuals or host "
-                             "archives do not fit this config's genes")
+                             "archives do not fit this config's genes (or are not numbers)")
         self.state = replace(state, options=self.options)

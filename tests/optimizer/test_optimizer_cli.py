@@ -327,6 +327,11 @@ def _cut(key: str, keep: int):
     (lambda d: d["options"].__setitem__("checkpoint_every", 0), "checkpoint_every 0"),
     (lambda d: d["options"].__setitem__("engine", "xyz"), "engine 'xyz'"),
     (lambda d: d.__setitem__("generation", -3), "generation -3"),
+    # (a TypeError in export.write_csvs after the run, with its outputs half-written; a
+    # null gene ran silently as NaN)
+    (lambda d: d.__setitem__("logbook", 5), "logbook: expected a list"),
+    (lambda d: d["logbook"][-1].__setitem__("front", "x"), "logbook: a malformed row"),
+    (lambda d: d["population"][0].__setitem__(0, None), "do not fit"),
 ])
 def test_a_damaged_checkpoint_is_one_line_exit_2(
         small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
