@@ -130,8 +130,7 @@ def _short(value: Any) -> str:
 
 def _results_json(group: GroupResult[HostResult], wall: float) -> str:
     return json.dumps({**group.to_json(), "wall_s": round(wall, 3), "hosts": {
-        h: (o.value.to_json() if o.value else {"host": h, "status": "failed", "ok": False,
-                                              "error": o.error})
+        h: (o.value or HostResult(h, "failed", False, error=o.error)).to_json()
         for h, o in group.outcomes.items()}}, indent=1)
 
 

@@ -157,7 +157,7 @@ def _host(name: Any, raw: Any, defaults: dict[str, Any], base: Path,
             raise _fail(source, f"{where}.nics", f"bad NIC id {nic!r}")
         if not isinstance(iface, str) or not IFACE.match(iface):
             raise _fail(source, f"{where}.nics.{nic}",
-                        f"expected an interface name (up to 15 of A-Z a-z 0-9 _ . : @ -, "
+                        f"expected an interface name (up to 15 of A-Z a-z 0-9 _ . @ -, "
                         f"not starting with '-'), got {iface!r}")
     if len(set(nics.values())) != len(nics):
         raise _fail(source, f"{where}.nics", "two NIC ids name the same interface")

@@ -101,3 +101,19 @@ def _interrupted_after_h0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
     monkeypatch.setattr(hosts_cli, "run_group", interrupted)
     return inv
+
+
+def test_a_host_that_never_connected_has_every_result_key(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/deploy.md's RESULT keys for every host (a refused connection had four)."""
+    (tmp_path / "known_hosts").write_text("")
+    (tmp_path / "key").write_text("")
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(f"defaults: {{user: root, key_file: {tmp_path / 'key'}, "
+                   f"known_hosts: {tmp_path / 'known_hosts'}}}\n"
+                   "hosts:\n  h1: {address: 127.0.0.1, port: 1, nics: {nic-1: eth0}}\n")
+    assert main(["rollback", "--inventory", str(inv), "--json"]) == 1
+    host = json.loads(capsys.readouterr().out)["hosts"]["h1"]
+    assert set(host) == {"host", "status", "ok", "error", "restore_verified", "seconds",
+                         "changes", "notes"}
+    assert host["status"] == "failed" and "cannot connect" in host["error"]
