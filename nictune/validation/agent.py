@@ -123,12 +123,15 @@ def load_profile(iface: str, path: str | None) -> dict[str, Any]:
     """The capture profile the deployer wrote for `iface` ({} when there is none): the
     plan's setting (`setting`), overlaid with what the deployer realised for the host at
     the top level — `busy_poll_us` (its SO_BUSY_POLL fallback) and, in watermark mode, the
-    watermark as clamped to PF_RING's cap."""
-    path = path or os.path.join(PROFILE_DIR, f"{iface}.json")
+    watermark as clamped to PF_RING's cap. A `path` given that does not exist is an error;
+    only the default one may be missing."""
+    given, path = path is not None, path or os.path.join(PROFILE_DIR, f"{iface}.json")
     try:
         with open(path) as fh:
             raw = json.load(fh)
     except FileNotFoundError:
+        if given:
+            raise ValueError(f"{path}: no such file") from None
         return {}
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
@@ -136,7 +139,7 @@ def load_profile(iface: str, path: str | None) -> dict[str, Any]:
         raise ValueError(f"{path}: expected a JSON object")
     setting = raw.get("setting", raw)
     if not isinstance(setting, dict):
-        return {}
+        raise ValueError(f"{path}: setting: expected a JSON object")
     out = dict(setting)
     if raw.get("busy_poll_us") is not None:
         out["busy_poll_us"] = raw["busy_poll_us"]

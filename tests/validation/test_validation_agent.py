@@ -60,11 +60,15 @@ def test_watermark_comes_from_the_profile_as_clamped(tmp_path: Path) -> None:
     assert profile_args(deployer_profile(tmp_path, setting)).watermark == 1024
 
 
-@pytest.mark.parametrize("text, message", [("{bad", "not JSON"), ("[]", "a JSON object")])
+@pytest.mark.parametrize("text, message", [
+    ("{bad", "not JSON"), ("[]", "a JSON object"),
+    # (both ran silently without a profile: a --profile that is not there, a bad setting)
+    (None, "no such file"), ('{"setting": 5}', "setting: expected a JSON object")])
 def test_a_broken_profile_is_a_one_line_usage_error(
-        tmp_path: Path, capsys: pytest.CaptureFixture, text: str, message: str) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture, text: str | None, message: str) -> None:
     path = tmp_path / "eth7.json"
-    path.write_text(text)
+    if text is not None:
+        path.write_text(text)
     with pytest.raises(SystemExit) as exit_:
         profile_args(path)
     err = capsys.readouterr().err.strip().splitlines()[-1]
