@@ -167,8 +167,10 @@ ENTRY_KEYS = ("id", "host", "nic", "setting", "default_setting", "packet_size", 
               "size_bytes", "predicted", "flags")
 
 
-def parse_plan(raw: object, source: str = "<plan>") -> Plan:
-    """Validate a loaded plan document."""
+def parse_plan(raw: object, source: str = "<plan>", require: tuple[str, ...] = ()) -> Plan:
+    """Validate a loaded plan document; the per-transmission keys in `require` must be
+    given (a deploy needs only `setting`; a validation measures against `default_setting`
+    with packets of `packet_size`, and must not fall back to the setting and 1500 B)."""
     if not isinstance(raw, dict):
         raise PlanError(f"{source}: expected a mapping with 'transmissions', got "
                         f"{type(raw).__name__}")
@@ -186,6 +188,9 @@ def parse_plan(raw: object, source: str = "<plan>") -> Plan:
         unknown = [k for k in item if k not in ENTRY_KEYS]
         if unknown:
             raise PlanError(f"{where}.{unknown[0]}: unknown key")
+        missing = [k for k in require if item.get(k) is None]
+        if missing:
+            raise PlanError(f"{where}.{missing[0]}: is required")
         tid = _name(item, "id", where)
         if tid in seen:
             raise PlanError(f"{where}.id: duplicate id {tid!r}")
@@ -226,11 +231,12 @@ def parse_plan(raw: object, source: str = "<plan>") -> Plan:
     return plan
 
 
-def load_plan(path: str | Path) -> Plan:
-    """Read and validate `plan.yaml`; `PlanError` (exit 2) names what is wrong."""
+def load_plan(path: str | Path, require: tuple[str, ...] = ()) -> Plan:
+    """Read and validate `plan.yaml` (`require`: see `parse_plan`); `PlanError` (exit 2)
+    names what is wrong."""
     path = Path(path)
     raw = read_yaml(path, "plan", PlanError)
-    return parse_plan(raw, source=str(path))
+    return parse_plan(raw, source=str(path), require=require)
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:

@@ -76,7 +76,7 @@ def _progress(message: str) -> None:
 def run_validate(args: argparse.Namespace) -> int:
     from nictune.validation import calibrate, report, runner
 
-    plan = load_plan(args.plan)
+    plan = load_plan(args.plan, require=("default_setting", "packet_size"))
     inventory = load_inventory(args.inventory)
     opts = runner.Options(transmissions=args.transmissions, repeats=args.repeats,
                           scale=args.scale, duration=args.duration, max_rate=args.max_rate)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from nictune.cli import main
 from nictune.plan import load_plan
@@ -157,6 +158,22 @@ def test_bad_input_exits_2_before_any_connection(tmp_path: Path, capsys: pytest.
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert expected in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("key", ["default_setting", "packet_size"])
+def test_a_plan_without_the_default_or_packet_size_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture, key: str) -> None:
+    """Without them the default arm was the plan's own setting (the plan measured against
+    itself) and the packets 1500 B; a deploy still takes such a hand-made plan."""
+    doc = yaml.safe_load((DATA / "validate-plan.yaml").read_text())
+    del doc["transmissions"][1][key]
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump(doc))
+    code = main(["validate", str(plan), "--inventory", str(_inventory(tmp_path)),
+                 "--sender", "sender", "--out", str(tmp_path / "o")])
+    assert code == 2
+    assert f"transmissions[1].{key}: is required" in capsys.readouterr().err
+    assert load_plan(plan).entries[1].id == doc["transmissions"][1]["id"]
 
 
 def test_inventory_missing_the_plans_nic_exits_2(tmp_path: Path,
