@@ -58,15 +58,21 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    transmissions = config.select(args.transmission)
+    selected = config.select(args.transmission)
     overrides = {key: getattr(args, opt) for opt, key in OPTIONS.items()
                  if getattr(args, opt) is not None}
-    settings = {t.id: setting_for(config, t, overrides) for t in transmissions}
-    results = run_by_host(config, transmissions, settings, args, sys.stderr)
+    transmissions = beside(config, selected)
+    nics = {t.nic for t in selected}  # a setting is a NIC's: the options set all of its
+    settings = {t.id: setting_for(config, t, overrides if t.nic in nics else {})
+                for t in transmissions}
+    by_id = {m.transmission: m
+             for m in run_by_host(config, transmissions, settings, args, sys.stderr)}
+    results = [by_id[t.id] for t in selected]
     shared = sharing_a_core(config, transmissions, settings) if args.engine == "fast" else []
+    shared = [i for i in shared if i in {t.id for t in selected}]
     if shared:
         sys.stderr.write(
-            f"note: {len(shared)} of {len(settings)} transmissions share their IRQ core "
+            f"note: {len(shared)} of {len(selected)} transmissions share their IRQ core "
             "with others; there the fast engine's interrupt counts are an approximation "
             "(docs/engines.md, Fidelity); --engine des is the reference\n")
     if args.json:
@@ -75,6 +81,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(table(results))
     return 0
+
+
+def beside(config: Config, selected: Sequence[Transmission]) -> list[Transmission]:
+    """Every transmission of the hosts of `selected`, in config order: a host's
+    transmissions share its cores and memory bus, so they are simulated together even
+    when only some are asked for."""
+    hosts = {config.nic_of(t).host for t in selected}
+    return [t for t in config.transmissions if config.nic_of(t).host in hosts]
 
 
 def sharing_a_core(config: Config, transmissions: Sequence[Transmission],

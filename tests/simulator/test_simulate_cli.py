@@ -194,3 +194,23 @@ def test_a_transmission_named_twice_is_simulated_once(cfg, capsys):
     out = results(capsys, cfg, "--transmission", "b", "--transmission", "a",
                   "--transmission", "b", "--engine", "fast")
     assert [r["transmission"] for r in out] == ["b", "a"]
+
+
+@pytest.mark.parametrize("engine", ["fast", "des"])
+def test_a_selected_transmission_is_simulated_beside_its_host(tmp_path, capsys, engine):
+    """a and b share core 0 (and the host's memory bus): `--transmission a` gives a's row of
+    the whole config (it simulated a alone: b's load on the core was gone)."""
+    doc = {**CONFIG, "nics": {"n1": CONFIG["nics"]["n1"], "n2": {**CONFIG["nics"]["n2"],
+                                                              "irq_core": 0}}}
+    doc["transmissions"] = [{**CONFIG["transmissions"][0], "default": {
+        "mode": "passive_wait", "poll_interval": "50us"}}, {
+        **CONFIG["transmissions"][1], "rate": "900kpps",
+        "default": {"mode": "busy_poll", "irq_core": 0}}]
+    path = tmp_path / "shared.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    whole = {r["transmission"]: r for r in results(capsys, str(path), "--engine", engine)}
+    alone = results(capsys, str(path), "--transmission", "a", "--engine", engine)
+    assert [r["transmission"] for r in alone] == ["a"] and alone[0] == whole["a"]
+    path.write_text(yaml.safe_dump({**doc, "transmissions": doc["transmissions"][:1]}))
+    without_b = results(capsys, str(path), "--engine", engine)[0]
+    assert whole["a"]["empty_wakeups"] > 1.1 * without_b["empty_wakeups"]  # b is felt
