@@ -68,6 +68,9 @@ WORTH_COMPILING = 8  # events of a stretch from which `core_loop` pays (`Core._a
 START_UP = 0.05  # share of a window's first phase whose drops count once
 WAKE_UPS = 100  # wake-ups the window holds at least (`window_fraction`) ...
 MAX_WINDOWS = 20  # ... unless that simulates more than this many windows on a core
+EXACT_PACKETS = 100_000_000  # the most packets of one core an exact run simulates
+MIN_WINDOW_PACKETS = 100  # a window holds at least this many packets of each (or all) ...
+WATERMARK_BATCHES = 16  # ... and at least this many watermarks of a watermark consumer
 
 
 class Consumer:
@@ -627,6 +630,13 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
     groups: dict[tuple[str, int], list[Transmission]] = {}
     for t in transmissions:
         groups.setdefault((config.host_of(t).name, settings[t.id].irq_core), []).append(t)
+    for (host, core), group in groups.items() if exact else ():
+        packets = sum(t.packets for t in group)
+        if packets > EXACT_PACKETS:
+            raise InputError(
+                f"exact: core {core} of host {host} takes {packets:,} packets, more than "
+                f"the {EXACT_PACKETS:,} an exact run holds in memory (~80 bytes each); "
+                "simulate a window instead (no --exact)")
     results: dict[str, Metrics] = {}
     for group in groups.values():  # one core at a time: only its arrays are in memory
         fraction = 1.0 if exact else window_fraction(
@@ -634,7 +644,7 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
             [_wake_interval(settings[t.id], t) * t.rate / t.packets for t in group])
         starts = [t.start * fraction for t in group]
         arrivals = [arrival_times(replace(t, start=start), config.nic_of(t), seed, index[t.id],
-                                  max(1, round(t.packets * fraction)))
+                                  window_packets(t, settings[t.id], fraction))
                     for t, start in zip(group, starts, strict=True)]
         consumers = [Consumer(settings[t.id], a, work_per_packet(
             config, t, settings[t.id].placement, memory[t.id]), config.host_of(t).costs.irq,
@@ -678,6 +688,16 @@ def window_fraction(packets: Sequence[int], window: int,
     by_wakes = min(WAKE_UPS * max(wakes, default=0.0),
                    MAX_WINDOWS * window / max(sum(packets), 1))
     return min(1.0, max(by_packets, by_wakes))
+
+
+def window_packets(t: Transmission, s: NicSetting, fraction: float) -> int:
+    """The packets of `t` in a window of `fraction`: at least MIN_WINDOW_PACKETS, and for
+    a watermark consumer WATERMARK_BATCHES watermarks (or all of them), so that a short
+    transmission beside long ones is not extrapolated from a packet or two, nor from a
+    window its watermark never fills (every packet stranded)."""
+    least = max(MIN_WINDOW_PACKETS, WATERMARK_BATCHES * (s.watermark or 0)
+                if s.mode == "watermark" else 0)
+    return max(round(t.packets * fraction), min(t.packets, least))
 
 
 def _wake_interval(s: NicSetting, t: Transmission) -> float:
@@ -729,9 +749,8 @@ def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float
     duration_s = max(last - c.AL[0], 0.0)
     scale = t.packets / c.n
     if c.n < t.packets:  # the remaining packets arrive over the same mean spacing
-        span = c.AL[-1] - c.AL[0]
-        duration_s += (span * (t.packets - 1) / (c.n - 1) - span if c.n > 1
-                       else duration_s * (scale - 1))
+        span = c.AL[-1] - c.AL[0]  # (a window holds MIN_WINDOW_PACKETS > 1 packets)
+        duration_s += span * (t.packets - 1) / (c.n - 1) - span
     # drops: of the packets not stranded (those happen once)
     steady = (t.packets - stranded) / max(c.n - stranded, 1)
     lost = c.dropped * steady
@@ -748,7 +767,9 @@ def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float
         d, dropped = _scaled_counts([t.packets - stranded - lost, lost], t.packets - stranded)
     else:
         d, dropped, stranded = 0, 0, t.packets
-    cpu_s = duration_s if c.mode == "busy_poll" else c.cpu * scale
+    # the work of the packets that arrived and did not stay stranded scales with them
+    per = steady if c.n > stranded else scale
+    cpu_s = duration_s if c.mode == "busy_poll" else c.cpu * per
     latency = c.finish[ok] - c.A[ok]
     bytes_delivered = float(d * t.packet_size)
     return Metrics(
@@ -757,7 +778,7 @@ def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float
         packets_stranded=stranded, bytes_delivered=bytes_delivered, duration_s=duration_s,
         offered_bps=8.0 * t.packet_size * t.rate,
         throughput_bps=8.0 * bytes_delivered / duration_s if duration_s > 0 else 0.0,
-        interrupts=c.interrupts * scale, empty_wakeups=c.empty * scale,
+        interrupts=c.interrupts * per, empty_wakeups=c.empty * per,
         cpu_busy_s=cpu_s, cpu_util=cpu_s / duration_s if duration_s > 0 else 0.0,
         latency_mean_s=float(latency.mean()) if delivered else 0.0,
         latency_p99_s=float(np.percentile(latency, 99)) if delivered else 0.0,

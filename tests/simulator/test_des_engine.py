@@ -223,6 +223,44 @@ def test_window_counts_a_late_starters_start_up_once():
     assert win.interrupts == pytest.approx(exact.interrupts, rel=0.01)
 
 
+def test_a_short_transmission_beside_a_long_one_keeps_its_packets():
+    """10 packets beside 10⁷ on one core: the core's factor left it one packet, stretched
+    to a throughput ten times its offered rate (and 10 wake-ups for 90)."""
+    cfg = config(packets=10, rate="100pps", arrival="cbr", extra=1)
+    big = replace(cfg.transmissions[1], size=10_000_000 * 1000, rate=100_000.0)
+    cfg = replace(cfg, transmissions=[cfg.transmissions[0], big])
+    s = NicSetting("passive_wait", poll_interval=1e-3)
+    tiny = des.simulate(cfg, {"t0": s, "t1": s})[0]
+    alone = des.simulate(config(packets=10, rate="100pps", arrival="cbr"), {"t0": s},
+                         exact=True)[0]
+    assert (tiny.window_packets, tiny.extrapolated) == (10, False)
+    assert tiny.throughput_bps == pytest.approx(alone.throughput_bps, rel=0.02)
+    assert tiny.interrupts == alone.interrupts == 90
+
+
+def test_a_watermark_window_holds_16_watermarks():
+    """W = 2 048 of 300 000 packets beside a long neighbour: a window of 1 200 packets
+    never filled the watermark (every packet stranded, throughput 0)."""
+    cfg = config(packets=300_000, rate="10kpps", arrival="cbr", extra=1)
+    big = replace(cfg.transmissions[1], size=10**9 * 1000, rate=100_000.0)
+    cfg = replace(cfg, transmissions=[cfg.transmissions[0], big])
+    s = {"t0": NicSetting("watermark", watermark=2048, watermark_timeout=0.0, ring_slots=4096),
+         "t1": NicSetting("passive_wait", poll_interval=1e-3)}
+    assert des.window_fraction([300_000, 10**9], 200_000, [0.2 / 30, 1e-3 / 1e4]) * 300_000 \
+        < 2048
+    m = des.simulate(cfg, s)[0]
+    assert m.window_packets == 16 * 2048 and m.extrapolated and conserved(m)
+    assert m.packets_stranded < 2048
+    assert m.interrupts == pytest.approx(300_000 / 2048, rel=0.02)  # (stranded don't scale)
+
+
+def test_an_exact_run_too_large_for_memory_is_refused_before_it_starts():
+    cfg = config(packets=60_000_000, rate="10Mpps", arrival="cbr", extra=1)
+    s = NicSetting("busy_poll")
+    with pytest.raises(InputError, match=r"core 0 of host h takes 120,000,000 packets"):
+        des.simulate(cfg, {"t0": s, "t1": s}, exact=True)
+
+
 def test_window_fraction_shortens_a_cores_transmissions_alike():
     assert des.window_fraction([1_000_000], 200_000) == 0.2  # alone: the first window
     assert des.window_fraction([1_000, 5_000], 200_000) == 1.0  # all fit: exact
