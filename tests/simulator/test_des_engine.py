@@ -261,6 +261,40 @@ def test_an_exact_run_too_large_for_memory_is_refused_before_it_starts():
         des.simulate(cfg, {"t0": s, "t1": s}, exact=True)
 
 
+def test_a_livelocked_window_counts_its_tail_once():
+    """Past livelock nothing is delivered while packets arrive: the ring and backlog are
+    served after the last arrival, once. Scaled with the window (×10) the DES said 10×
+    the deliveries, 1.8× the interrupts and a core 180 % busy."""
+    cfg = config(packets=200_000, rate="400kpps", arrival="cbr", size=64, per_byte=0)
+    s = {"t0": NicSetting("active_wait", ring_slots=2048)}
+    exact = des.simulate(cfg, s, exact=True)[0]
+    win = des.simulate(cfg, s, window=20_000)[0]
+    assert win.extrapolated and conserved(win) and win.cpu_util <= 1.0
+    assert exact.packets_delivered < 0.02 * exact.packets_offered
+    assert win.packets_delivered == pytest.approx(exact.packets_delivered, rel=0.05)
+    for key in ("interrupts", "cpu_busy_s", "duration_s"):
+        assert getattr(win, key) == pytest.approx(getattr(exact, key), rel=0.02), key
+
+
+@pytest.mark.parametrize("mode", ["busy_poll", "passive_wait"])
+def test_a_window_that_fills_its_ring_late_is_not_taken_as_steady(mode):
+    """A core 10 % past its capacity (1 µs a packet) fills a 1 024-slot ring over the first
+    10 000 packets, half the window: the window is simulated longer (×4 while its drops
+    began late or its queue still grew), and the packets beyond it drop at the rate after
+    the ring filled (scaled whole, drops were 19 % low and throughput above capacity)."""
+    cfg = config(packets=400_000, rate="1.1Mpps", arrival="cbr", size=64, per_byte=0)
+    cfg = replace(cfg, hosts={"h": replace(cfg.hosts["h"], costs=replace(
+        cfg.hosts["h"].costs, per_packet=1e-6))})
+    setting = {"busy_poll": NicSetting("busy_poll", ring_slots=1024),
+               "passive_wait": NicSetting("passive_wait", poll_interval=50e-6,
+                                          ring_slots=1024)}[mode]
+    exact = des.simulate(cfg, {"t0": setting}, exact=True)[0]
+    win = des.simulate(cfg, {"t0": setting}, window=20_000)[0]
+    assert win.window_packets == 80_000 and conserved(win)
+    assert win.packets_dropped == pytest.approx(exact.packets_dropped, rel=0.01)
+    assert win.throughput_bps == pytest.approx(exact.throughput_bps, rel=0.002)
+
+
 def test_window_fraction_shortens_a_cores_transmissions_alike():
     assert des.window_fraction([1_000_000], 200_000) == 0.2  # alone: the first window
     assert des.window_fraction([1_000, 5_000], 200_000) == 1.0  # all fit: exact
