@@ -127,11 +127,13 @@ def start_agent(tmp_path: Path, prefix: list[str], iface: str, port: int, mode: 
                 *extra: str, count: int) -> tuple[subprocess.Popen, Path]:
     """Start the agent (behind `prefix`: `ip netns exec NS`, or nothing) until it is ready."""
     ready, out = tmp_path / f"{mode}.ready", tmp_path / f"{mode}.json"
+    empty = tmp_path / "no-settings.json"  # a profile that sets nothing: the options rule
+    empty.write_text("{}")
     proc = subprocess.Popen([
         *prefix, sys.executable, str(AGENT), "--iface", iface, "--port", str(port), "--mode",
         mode, "--packet-size", str(SIZE), "--count", str(count), "--idle-timeout", "1",
         "--start-timeout", "20", "--ready-file", str(ready), "--out", str(out), "--profile",
-        "/nonexistent", *extra])
+        str(empty), *extra])
     deadline = time.time() + 20
     while not ready.exists():
         assert proc.poll() is None and time.time() < deadline, "agent did not get ready"

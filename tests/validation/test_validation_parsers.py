@@ -259,14 +259,15 @@ def test_welch_matches_textbook_and_labels() -> None:
     assert worse.verdict == "regression"
 
 
-def test_agent_copies_of_model_constants_agree() -> None:
+def test_agent_copies_of_model_constants_agree(tmp_path: Path) -> None:
     """agent.py is shipped alone (stdlib only), so it restates the modes and PF_RING's
     defaults; they must not drift from nictune.model's."""
     from nictune import model
     from nictune.validation import agent
 
     assert agent.MODES == model.MODES
+    (tmp_path / "none.json").write_text("{}")  # a profile that sets nothing
     args = agent.parse_args(["--iface", "lo", "--port", "9", "--mode", "watermark",
-                             "--profile", "/nonexistent"])
+                             "--profile", str(tmp_path / "none.json")])
     assert (args.ring_slots, args.watermark, args.watermark_timeout) == (
         model.PFRING_SLOTS, model.PFRING_WATERMARK, model.PFRING_POLL_DURATION)

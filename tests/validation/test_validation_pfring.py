@@ -32,6 +32,7 @@ def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("pfring") / "libpfring.so"
     subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", str(out),
                     str(SOURCE)], check=True)
+    out.with_name("none.json").write_text("{}")  # a capture profile that sets nothing
     return out
 
 
@@ -89,7 +90,8 @@ def test_missing_library_is_none() -> None:
 def pfring_args(fake_lib: Path, mode: str, *extra: str) -> argparse.Namespace:
     return agent.parse_args([
         "--iface", "eth7", "--port", "9000", "--mode", mode, "--backend", "pfring",
-        "--pfring-lib", str(fake_lib), "--profile", "/nonexistent.json", *extra])
+        "--pfring-lib", str(fake_lib), "--profile", str(fake_lib.with_name("none.json")),
+        *extra])
 
 
 @pytest.mark.parametrize("timeout, duration_ms, timeout_ms", [

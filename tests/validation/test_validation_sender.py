@@ -94,6 +94,11 @@ def test_stop_command_ends_a_running_hping3_at_once(tmp_path: Path) -> None:
         deadline = time.monotonic() + 10
         while not os.path.exists(pidfile) and time.monotonic() < deadline:
             time.sleep(0.05)
+        # hping3 itself running under `timeout` (on a loaded machine 0.3 s was not always
+        # enough for it to start and set up its SIGINT summary)
+        while subprocess.run(["pgrep", "-P", Path(pidfile).read_text().strip(), "hping3"],
+                             capture_output=True).returncode and time.monotonic() < deadline:
+            time.sleep(0.05)
         time.sleep(0.3)
         assert subprocess.run(["sh", "-c", traffic.stop_command(pidfile)]).returncode == 0
         out, err = sender.communicate(timeout=10)
