@@ -71,6 +71,7 @@ MAX_WINDOWS = 20  # ... unless that simulates more than this many windows on a c
 EXACT_PACKETS = 100_000_000  # the most packets of one core an exact run simulates
 MIN_WINDOW_PACKETS = 100  # a window holds at least this many packets of each (or all) ...
 FILL_DROPS = 100  # drops after the start-up that show a ring that filled (`_metrics`)
+EXACT_SHARE = 0.3  # a longer window of at least this share runs exact instead
 WINDOW_GROWTHS = 2  # a window whose queue had not settled is simulated 4x longer, twice
 WATERMARK_BATCHES = 16  # ... and at least this many watermarks of a watermark consumer
 
@@ -614,6 +615,7 @@ def _busy_solo(c: Consumer) -> None:
     c.dropped = c.n - len(kept)
     c.finish[kept] = np.arange(1, len(kept) + 1) * c.w + base
     c.cpu = len(kept) * c.w
+    c.at_last = (0, int((c.finish[kept] <= c.AL[-1]).sum()) * c.w, 0)
     c.nxt = c.n  # every arrival was admitted or dropped
 
 
@@ -672,6 +674,8 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
                 config.host_of(t).backlog_slots) for t, a in zip(group, arrivals, strict=True)]
             run_core(consumers, vectorised, mark_last=fraction < 1)
             wider = min(1.0, fraction * 4)
+            if wider >= EXACT_SHARE:  # (a window that long costs as much as every packet)
+                wider = 1.0
             if fraction == 1 or longer == WINDOW_GROWTHS or sum(
                     t.packets for t in group) * wider > EXACT_PACKETS or not any(
                     _unsettled(c, _start_up(a, arrivals, starts))
@@ -719,27 +723,44 @@ def window_fraction(packets: Sequence[int], window: int,
 
 
 def _unsettled(c: Consumer, start_up: tuple[float, float]) -> bool:
-    """Whether the window ended before the consumer's queue settled: it was filling
-    (more than half the ring queued at the last arrival, a quarter more than halfway),
-    or its drops began late (after a quarter of the window's span, past the start-up). A
-    core just past its capacity fills a 4 096-slot ring over hundreds of thousands of
-    packets: its window saw no drops, and scaling it said none."""
+    """Whether the window ended before the consumer's queue settled: its drops began late
+    (after a quarter of the window's span, past the start-up), or it was still filling
+    (its mean queue over the last quarter of the span a quarter above the third's, and
+    by more than 0.2 % of a quarter's arrivals). A core just past its capacity fills a
+    4 096-slot ring over hundreds of thousands of packets: its window saw no drops, and
+    scaling it said none."""
     if c.n < 4:
         return False
     first, last, settled = c.AL[0], c.AL[-1], start_up[1]
-    admitted = np.isfinite(c.finish)
+    ok = np.isfinite(c.finish)
+    admitted = ok.copy()
     admitted[c.acc[c.n_taken:c.n_acc]] = True  # (stranded in the ring)
     dropped = ~admitted
     dropped[c.nxt:] = False  # (never offered: the consumer had stopped)
     late = dropped & (settled < c.A)
     if late.any():
         return float(c.A[late][0]) > first + (last - first) / 4
+    came, done = c.A[admitted], np.sort(c.finish[ok])
 
-    def queued(t: float) -> int:
-        return int((admitted & (t >= c.A) & (c.finish > t)).sum())
+    def mean_queue(quarter: int) -> float:
+        ts = first + (last - first) * (quarter + (np.arange(32) + 0.5) / 32) / 4
+        return float((np.searchsorted(came, ts, "right")
+                      - np.searchsorted(done, ts, "right")).mean())
 
-    end, mid = queued(last), queued((first + last) / 2)
-    return end > c.R / 2 and end - mid > c.R / 4
+    q3, q4 = mean_queue(2), mean_queue(3)
+    return q4 - q3 > max(0.25 * q3, 0.002 * c.n / 4)
+
+
+def _emptied(c: Consumer, ok: np.ndarray, settled: float) -> bool:
+    """Whether, after the start-up, a delivered packet found every packet delivered
+    before it already served: the queue empties, so the drain after the last arrival is
+    one of many (an onoff burst's), not the end of a queue that never emptied."""
+    idx = np.flatnonzero(ok)
+    if len(idx) < 2:
+        return False
+    served = np.maximum.accumulate(c.finish[idx])[:-1]
+    arrived = c.A[idx[1:]]
+    return bool(((arrived >= served) & (arrived > settled)).any())
 
 
 def window_packets(t: Transmission, s: NicSetting, fraction: float) -> int:
@@ -808,7 +829,10 @@ def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float
         duration_s += span * (t.packets - 1) / (c.n - 1) - span
     # what scales: the arrivals that were not stranded (those happen once)
     steady = (t.packets - stranded) / max(c.n - stranded, 1)
-    tail = int((c.finish[ok] > c.AL[-1]).sum()) if c.at_last else 0  # delivered once
+    # the tail after the last arrival comes once where the queue never emptied (livelock,
+    # a ring still filling); elsewhere it is one drain of many, scaled with the rest
+    split = c.at_last is not None and c.n < t.packets and not _emptied(c, ok, start_up[1])
+    tail = int((c.finish[ok] > c.AL[-1]).sum()) if split else 0  # delivered once
     lost = c.dropped * steady
     if delivered - tail < c.dropped:  # mostly lost (livelock): scale the fewer deliveries
         lost = t.packets - stranded - tail - (delivered - tail) * steady
@@ -835,12 +859,13 @@ def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float
         d, dropped, stranded = 0, 0, t.packets
     # the work before the last arrival scales with the arrivals; the tail's comes once
     per = steady if c.n > stranded else scale
-    before = c.at_last if c.at_last and c.n < t.packets and c.n > stranded else None
+    before = c.at_last if split and c.n > stranded else None
     interrupts, busy, empty = ((b * per + (total - b) for b, total in zip(
         before, (c.interrupts, c.cpu, c.empty), strict=True)) if before else
         (c.interrupts * per, c.cpu * per, c.empty * per))
     # (one core: a consumer's work fits in its span; scaled, it can exceed it by a hair)
-    cpu_s = duration_s if c.mode == "busy_poll" else min(busy, duration_s)
+    cpu_s = (duration_s if c.mode == "busy_poll" else
+             min(busy, duration_s) if c.n < t.packets else busy)
     latency = c.finish[ok] - c.A[ok]
     bytes_delivered = float(d * t.packet_size)
     return Metrics(

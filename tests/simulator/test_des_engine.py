@@ -208,10 +208,13 @@ def test_window_counts_the_start_up_once():
         assert getattr(win, key) == pytest.approx(getattr(exact, key), rel=0.01), key
 
 
-def test_window_counts_a_late_starters_start_up_once():
+def test_window_counts_a_late_starters_start_up_once(monkeypatch):
     """t1 starts 1 s after t0 on the same core: its own first tick drops too, once; scaled
     with the window (×20) it said 5 120 lost against 4 532 exactly. (t0's count, with the
-    change of phase when t1 joins scaled like the rest, is 16 % low: 3 806 vs 4 510.)"""
+    change of phase when t1 joins scaled like the rest, is 16 % low: 3 806 vs 4 510; its
+    drops begin late, so the window is made longer — kept as it is here, to check the
+    window's own counting.)"""
+    monkeypatch.setattr(des, "WINDOW_GROWTHS", 0)
     cfg = config(packets=600_000, rate="300kpps", arrival="cbr", extra=1)
     cfg = replace(cfg, transmissions=[cfg.transmissions[0],
                                       replace(cfg.transmissions[1], start=1.0)])
@@ -293,6 +296,33 @@ def test_a_window_that_fills_its_ring_late_is_not_taken_as_steady(mode):
     assert win.window_packets == 80_000 and conserved(win)
     assert win.packets_dropped == pytest.approx(exact.packets_dropped, rel=0.01)
     assert win.throughput_bps == pytest.approx(exact.throughput_bps, rel=0.002)
+
+
+def test_an_onoff_windows_last_drain_is_one_of_many():
+    """onoff bursts fill the ring and it drains after each: the drain after the window's
+    last arrival is one of them, scaled with the rest (counted once, the window said 11 %
+    fewer deliveries and 9 % fewer interrupts). A queue that never empties keeps its tail
+    once (the livelock test above)."""
+    cfg = config(packets=200_000, rate="229514pps", arrival="onoff", size=64, per_byte=0)
+    cfg = replace(cfg, transmissions=[replace(cfg.transmissions[0], onoff_on=1e-3,
+                                              onoff_off=10e-3)])
+    s = {"t0": NicSetting("active_wait", ring_slots=1024)}
+    exact = des.simulate(cfg, s, exact=True)[0]
+    win = des.simulate(cfg, s, window=20_000)[0]
+    for key in ("packets_delivered", "interrupts", "cpu_busy_s"):
+        assert getattr(win, key) == pytest.approx(getattr(exact, key), rel=0.02), key
+
+
+def test_busy_poll_far_past_capacity_serves_its_ring_once():
+    """4 Mpps at 0.6 µs a packet: nearly everything is dropped, and the ring served after
+    the last arrival comes once (scaled, the window said 12 % more deliveries and a
+    throughput above the core's)."""
+    cfg = config(packets=2_000_000, rate="4Mpps", arrival="cbr", size=64, per_byte=0)
+    s = {"t0": NicSetting("busy_poll", ring_slots=4096)}
+    exact = des.simulate(cfg, s, exact=True)[0]
+    win = des.simulate(cfg, s, window=20_000)[0]
+    assert win.extrapolated
+    assert win.packets_delivered == pytest.approx(exact.packets_delivered, rel=0.002)
 
 
 def test_window_fraction_shortens_a_cores_transmissions_alike():
