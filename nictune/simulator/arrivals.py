@@ -31,6 +31,17 @@ def onoff_bursts(t: Transmission, nic: Nic) -> tuple[float, int, float]:
     return peak, per_burst, per_burst * (on + off) / (on * peak)
 
 
+def arrivals_span(t: Transmission, nic: Nic, count: int) -> float | None:
+    """s from the first to the `count`-th arrival of `t` where that is fixed (cbr, onoff:
+    exactly what `arrival_times` gives); None for poisson."""
+    if t.arrival == "cbr":
+        return (count - 1) / t.rate
+    if t.arrival == "onoff":
+        peak, per_burst, cycle = onoff_bursts(t, nic)
+        return (count - 1) // per_burst * cycle + (count - 1) % per_burst / peak
+    return None
+
+
 def arrival_times(t: Transmission, nic: Nic, seed: int, k: int, count: int | None = None
                   ) -> np.ndarray:
     """Arrival times (s, ascending) of the first `count` packets (default: all) of `t`.

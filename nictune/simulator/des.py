@@ -35,7 +35,7 @@ import simpy
 
 from nictune.errors import InputError
 from nictune.model import Config, NicSetting, Transmission
-from nictune.simulator.arrivals import arrival_times
+from nictune.simulator.arrivals import arrival_times, arrivals_span, onoff_bursts
 from nictune.simulator.costs import memory_factors, work_per_packet
 from nictune.simulator.des_loop import (
     ACTIVE,
@@ -67,6 +67,7 @@ MAX_CHUNK = 65536
 WORTH_COMPILING = 8  # events of a stretch from which `core_loop` pays (`Core._advance`)
 START_UP = 0.05  # share of a window's first phase whose drops count once
 WAKE_UPS = 100  # wake-ups the window holds at least (`window_fraction`) ...
+ONOFF_CYCLES = 10  # ... and onoff bursts (with their pauses) ...
 MAX_WINDOWS = 20  # ... unless that simulates more than this many windows on a core
 EXACT_PACKETS = 100_000_000  # the most packets of one core an exact run simulates
 MIN_WINDOW_PACKETS = 100  # a window holds at least this many packets of each (or all) ...
@@ -662,7 +663,7 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
     for group in groups.values():  # one core at a time: only its arrays are in memory
         fraction = 1.0 if exact else window_fraction(
             [t.packets for t in group], window,
-            [_wake_interval(settings[t.id], t) * t.rate / t.packets for t in group])
+            [_wake_share(config, settings[t.id], t) for t in group])
         for longer in range(WINDOW_GROWTHS + 1):
             starts = [t.start * fraction for t in group]
             arrivals = [arrival_times(replace(t, start=start), config.nic_of(t), seed,
@@ -773,6 +774,17 @@ def window_packets(t: Transmission, s: NicSetting, fraction: float) -> int:
     return max(round(t.packets * fraction), min(t.packets, least))
 
 
+def _wake_share(config: Config, s: NicSetting, t: Transmission) -> float:
+    """The share of `t`'s span between its wake-ups, for `window_fraction` — or, for onoff
+    arrivals, ONOFF_CYCLES / WAKE_UPS of a burst cycle's share if more: a window holds at
+    least that many bursts and pauses."""
+    share = _wake_interval(s, t) * t.rate / t.packets
+    if t.arrival == "onoff":
+        cycle = onoff_bursts(t, config.nic_of(t))[2]
+        share = max(share, cycle * t.rate / t.packets * ONOFF_CYCLES / WAKE_UPS)
+    return share
+
+
 def _wake_interval(s: NicSetting, t: Transmission) -> float:
     """About how long a consumer sleeps between wake-ups (0: it wakes per packet)."""
     if s.mode == "passive_wait":
@@ -794,6 +806,17 @@ def _scaled_counts(parts: Sequence[int], total: int) -> list[int]:
     return out
 
 
+def _full_span(config: Config, t: Transmission, c: Consumer) -> float:
+    """s from `t`'s first arrival to its last: exact for cbr and onoff (a window inside one
+    burst would miss every pause: an onoff transmission in 200 s bursts came out at half
+    its duration), else the window's mean spacing (poisson; a window holds
+    MIN_WINDOW_PACKETS > 1 packets)."""
+    span = arrivals_span(t, config.nic_of(t), t.packets)
+    if span is not None:
+        return span
+    return (c.AL[-1] - c.AL[0]) * (t.packets - 1) / (c.n - 1)
+
+
 def after_arrivals(config: Config, t: Transmission, m: Metrics, seed: int) -> float:
     """s from `t`'s last arrival to its last delivery in the DES run `m` of seed `seed`:
     its duration less the span of the arrivals it drew, extrapolated as `_metrics` does."""
@@ -801,7 +824,8 @@ def after_arrivals(config: Config, t: Transmission, m: Metrics, seed: int) -> fl
                       m.window_packets)
     span = float(a[-1] - a[0])
     if 1 < len(a) < t.packets:
-        span *= (t.packets - 1) / (len(a) - 1)
+        fixed = arrivals_span(t, config.nic_of(t), t.packets)
+        span = fixed if fixed is not None else span * (t.packets - 1) / (len(a) - 1)
     return m.duration_s - span
 
 
@@ -824,9 +848,8 @@ def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float
     last = float(c.finish[ok].max()) if delivered else c.AL[-1]
     duration_s = max(last - c.AL[0], 0.0)
     scale = t.packets / c.n
-    if c.n < t.packets:  # the remaining packets arrive over the same mean spacing
-        span = c.AL[-1] - c.AL[0]  # (a window holds MIN_WINDOW_PACKETS > 1 packets)
-        duration_s += span * (t.packets - 1) / (c.n - 1) - span
+    if c.n < t.packets:
+        duration_s += _full_span(config, t, c) - (c.AL[-1] - c.AL[0])
     # what scales: the arrivals that were not stranded (those happen once)
     steady = (t.packets - stranded) / max(c.n - stranded, 1)
     # the tail after the last arrival comes once where the queue never emptied (livelock,

@@ -691,7 +691,9 @@ def _group(offset: float, nw: float, lam: float, w: float, ti: float, delay: flo
     group that starts `offset` packets into a burst."""
     ld = lam * w
     sp = cycle - pb * w  # what each later burst gives back
-    b = np.ceil((offset + nw) / pb - 1e-9) - 1.0  # the wake-up burst
+    # the wake-up burst (≥ 0: a watermark of 1 in a burst of 10¹¹ packets is below the
+    # tolerance, which made it −1 and every group empty)
+    b = max(np.ceil((offset + nw) / pb - 1e-9) - 1.0, 0.0)
     rest = (b + 1.0) * pb - offset - nw  # its packets after the wake-up
     work = ti + delay + nw * w
     catches = (ld < 1.0) and (work / np.maximum(1.0 - ld, _TINY) < rest / lam)

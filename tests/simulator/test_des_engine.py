@@ -313,6 +313,25 @@ def test_an_onoff_windows_last_drain_is_one_of_many():
         assert getattr(win, key) == pytest.approx(getattr(exact, key), rel=0.02), key
 
 
+def test_a_window_inside_one_onoff_burst_keeps_the_pauses():
+    """Bursts of 100 000 packets every second, 20 of them: a window of 50 000 lay inside
+    the first, and scaling its spacing lost every pause (1.0 s for 19.5 s). The span of
+    cbr and onoff arrivals is known exactly (only poisson's is estimated), and a window
+    holds 10 bursts with their pauses at least (their empty ticks: the interrupts)."""
+    cfg = config(packets=2_000_000, rate="100kpps", arrival="onoff")
+    cfg = replace(cfg, transmissions=[replace(cfg.transmissions[0], onoff_on=0.5,
+                                              onoff_off=0.5)])
+    s = {"t0": NicSetting("passive_wait", poll_interval=100e-6)}
+    exact = des.simulate(cfg, s, exact=True)[0]
+    win = des.simulate(cfg, s, window=50_000)[0]
+    assert win.window_packets == 1_000_000 and exact.duration_s == pytest.approx(19.5, rel=0.01)
+    for key in ("duration_s", "throughput_bps"):
+        assert getattr(win, key) == pytest.approx(getattr(exact, key), rel=0.01), key
+    assert win.interrupts == pytest.approx(exact.interrupts, rel=0.03)
+    # (the window ends with a burst: 9 pauses in 10 bursts against 19 in 20)
+    assert win.empty_wakeups == pytest.approx(exact.empty_wakeups, rel=0.06)
+
+
 def test_busy_poll_far_past_capacity_serves_its_ring_once():
     """4 Mpps at 0.6 µs a packet: nearly everything is dropped, and the ring served after
     the last arrival comes once (scaled, the window said 12 % more deliveries and a
