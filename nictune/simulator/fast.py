@@ -599,10 +599,12 @@ def _renewals(n: np.ndarray, w: np.ndarray, c: np.ndarray, var: np.ndarray
     Wake k + 1 comes once the first k drains have taken T_k ≤ n − w packets; T_k, a sum of
     k drains, is about Normal(kc, k·var), and at least k·w. What the last drain leaves is
     n − T_k, for the k with n − w < T_k < n (a drain takes at least w, so that k is the
-    last): E[(n − T)·1{…}] of a normal, summed over k."""
+    last): E[(n − T)·1{…}] of a normal, summed over k, with the half-packet continuity
+    correction of a whole count (at light load a drain takes exactly w: W = 1 left half a
+    packet and 19.5 wake-ups of 20)."""
     k = np.arange(1.0, 64.0)[:, None]  # (n − w ≤ 20c: beyond 63 drains, 5 σ past n − w)
     mean, sd = k * c, np.sqrt(k * var) + 1e-9
-    lo, hi = (n - w - mean) / sd, (n - mean) / sd
+    lo, hi = (n - w + 0.5 - mean) / sd, (n - 0.5 - mean) / sd
     wakes = 1.0 + (ndtr(lo) * (k * w <= n - w)).sum(axis=0)
     density = np.exp(-0.5 * hi * hi) - np.exp(-0.5 * lo * lo)
     left = ((n - mean) * (ndtr(hi) - ndtr(lo)) + sd * density / np.sqrt(2.0 * np.pi))

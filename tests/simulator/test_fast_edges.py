@@ -67,3 +67,16 @@ def test_a_packet_waits_at_least_for_its_own_work():
                           {"irq": 0}))
     assert fast.latency_mean_s == fast.latency_p99_s == pytest.approx(616e-9)
     assert des.latency_mean_s == pytest.approx(616e-9)
+
+
+@pytest.mark.parametrize("watermark", [1, 2])
+def test_a_light_poisson_watermark_strands_nothing_it_cannot(watermark):
+    """20 packets at 100/s, W = 1 or 2, no timeout: every drain takes exactly W packets,
+    so 20/W wake-ups and nothing left (the normal sums without a continuity correction
+    left half a packet for W = 1 and one for W = 2, which cannot be)."""
+    fast, des = both(host({"size": "30kB", "packet_size": 1500, "rate": "100pps",
+                           "arrival": "poisson", "default": {
+                               "mode": "watermark", "watermark": watermark,
+                               "watermark_timeout": 0, "ring_slots": 4096}}))
+    assert fast.packets_stranded == des.packets_stranded == 0
+    assert fast.interrupts == pytest.approx(des.interrupts, rel=1e-6) == 20 / watermark
