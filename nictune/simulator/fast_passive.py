@@ -507,6 +507,9 @@ def _passive_binned(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
     spread = sd * ws[:, None] / period[:, None]
     to_window, cycles = _bins_to_windows(s, h, ws, wait, pw, ti, period, spread, spread >= 0.13,
                                          windows)
+    # (a wake-up comes a whole tick after the last at least; the wrapped normal of a drain
+    # far longer than a small ring's content could lose that: 0.76 T with ring 2)
+    cycles = np.maximum(cycles, period[:, None])
     # windows → bins
     mu = lam[:, None] * np.linspace(0.0, 1.0, windows)[None, :] * reach[:, None]  # (e, X)
     inv = 1.0 / np.sqrt(np.maximum(mu, 1e-12))
