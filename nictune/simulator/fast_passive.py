@@ -755,16 +755,21 @@ def _passive_onoff(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
     # one is an empty wake-up of the gap); the transmission's first tick is one period in
     sub.j = np.where(index.ravel() > 0, np.ceil((shift - rep(ti)) / rep(period) - 1e-9), 1.0)
     sub.follow_to_end(horizon)
-    # a burst longer than the horizon: the rest at the pace of the horizon's second half
+    # a burst longer than the horizon: the rest at the pace of the horizon's second half,
+    # and never more wake-ups than ticks in the time it lasts (a half that held no packet
+    # — packets further apart than 512 ticks — gave 10¹³ wake-ups)
     late = np.maximum(sub.late[0], 1.0)
-    more = np.clip(sub.n - sub.handled, 0.0, None) / np.maximum(
-        (sub.late[2] + sub.late[3]) / late, TINY)
     k_idle = np.maximum(1.0, np.ceil(rep(ti) / rep(period) - 1e-9))
+    left = np.clip(sub.n - sub.handled, 0.0, None)
+    more = np.minimum(left / np.maximum((sub.late[2] + sub.late[3]) / late, TINY),
+                      left / rep(lam) / (k_idle * rep(period)) + 1.0)
     nxt = np.ceil((shift + rep(cycle) - rep(ti)) / rep(period) - 1e-9)
     gap = np.ceil(np.clip(nxt - sub.j, 0.0, None) / k_idle - 1e-9)
     gap = np.where(more > 0, np.clip(rep(cycle) - rep(per_burst) / rep(lam), 0.0, None)
                    / (k_idle * rep(period)), gap)
-    w_all, e_all = sub.wakes + more, sub.empty + more * sub.late[4] / late
+    # (of those, one a packet at least is not empty where packets are that far apart)
+    w_all = sub.wakes + more
+    e_all = sub.empty + np.minimum(more * sub.late[4] / late, more - np.minimum(left, more))
     per = [v.reshape(k, m) for v in (w_all, e_all, sub.dropped + more * sub.late[3] / late)]
     gaps = gap.reshape(k, m)
     # the bursts after the first: their mean (the last holds what is left of n); the gaps

@@ -93,3 +93,15 @@ def test_a_tiny_ring_never_wakes_more_often_than_its_timer():
                                "ring_slots": 4}}))
     assert fast.interrupts <= fast.duration_s / 100e-6 + 1
     assert fast.interrupts == pytest.approx(des.interrupts, rel=0.02)
+
+
+def test_sparse_onoff_packets_under_a_fast_timer():
+    """100 packets at 20/s inside 1 s bursts, a tick every 10 µs: packets 5 000 ticks apart,
+    more than the cycles followed hold, gave 9.5·10¹³ wake-ups and a duration of years."""
+    fast, des = both(host({"size": "150kB", "packet_size": 1500, "rate": "10pps",
+                           "arrival": "onoff", "onoff": {"on": "1s", "off": "1s"},
+                           "default": {"mode": "passive_wait", "poll_interval": "10us"}},
+                          link="1Gbit/s"))
+    assert fast.duration_s == pytest.approx(des.duration_s, rel=1e-3)
+    assert fast.interrupts == pytest.approx(des.interrupts, rel=0.03)
+    assert fast.interrupts - fast.empty_wakeups == pytest.approx(100)
