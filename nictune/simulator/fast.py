@@ -45,6 +45,7 @@ from nictune.simulator.fast_base import (
     Workload,
     compiled,
     random_wait,
+    rowsum,
 )
 from nictune.simulator.fast_passive import draws_waits, passive, poisson_excess
 from nictune.simulator.fast_phases import wake_load
@@ -313,7 +314,7 @@ def _one_wake(wl: Workload, b: SettingBatch, w: np.ndarray, late: np.ndarray,
                 & (b.irq_core[:, cols, None] == b.irq_core[:, None, cols])
                 & (np.abs(at[:, :, None] - at[:, None, :]) <= 1e-6 * at[:, :, None]))
         k = kept[:, cols]
-        drain[:, cols] += np.einsum("pij,pij->pi", both, np.minimum(k[:, :, None], k[:, None, :])
+        drain[:, cols] += rowsum(both, np.minimum(k[:, :, None], k[:, None, :])
                                     * w[:, None, cols])
     first = late + wl.ti[None, :] + w  # the first packet's latency
     step = drain / kept - 1.0 / wl.local[None, :]

@@ -23,6 +23,18 @@ TINY = 1e-12
 _LAGUERRE = np.polynomial.laguerre.laggauss(3)  # nodes and weights of an exponential
 
 
+def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Σ_j a[p, i, j]·b[p, j], each row summed alone: the same bits whatever the number
+    of rows p (einsum's paths depend on the shapes; the cbr cycles' thresholds turned a
+    last-bit difference between a population of 1 and of 2 into 8 % more wake-ups)."""
+    return (a * b[:, None, :]).sum(axis=-1)
+
+
+def rowsum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Σ_j a[p, i, j]·b[p, i, j], each row summed alone (see `rowdot`)."""
+    return (a * b).sum(axis=-1)
+
+
 def compiled(fn: Callable[..., Any]) -> Any:
     """`fn` compiled by numba, its machine code cached for the next process beside the
     source or in the user's cache directory; where neither can be written (a read-only

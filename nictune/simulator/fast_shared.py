@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from nictune.simulator.batch import ACTIVE, PASSIVE, SettingBatch
-from nictune.simulator.fast_base import CBR, TINY, Workload
+from nictune.simulator.fast_base import CBR, TINY, Workload, rowdot, rowsum
 from nictune.simulator.fast_phases import phases
 
 # the random part of a drain's wait: 4 · resid / (1 − ρ) where the even part is 3 ·
@@ -252,13 +252,13 @@ def partners(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
         weight = same * overlap
         lam, wj = wl.local[cols], w[:, cols]
         q = np.minimum(lam * per, b.ring_slots[:, cols])
-        out.load[:, cols] = np.einsum("pij,pj->pi", weight, lam * wj)
-        out.resid[:, cols] = np.einsum("pij,pj->pi", weight, lam * wj * wj / 2.0)
+        out.load[:, cols] = rowdot(weight, lam * wj)
+        out.resid[:, cols] = rowdot(weight, lam * wj * wj / 2.0)
         taken = np.minimum(q[:, :, None], q[:, None, :]) * wj[:, None, :]
-        out.drain[:, cols] = np.einsum("pij,pij->pi", weight, taken + wl.ti[cols] / 2.0)
+        out.drain[:, cols] = rowsum(weight, taken + wl.ti[cols] / 2.0)
         out.pairs.append((cols, weight))
-        out.apart[:, cols] = np.einsum("pij,pj->pi", apart * overlap, lam * wj)
-        out.apart_resid[:, cols] = np.einsum("pij,pj->pi", apart * overlap,
+        out.apart[:, cols] = rowdot(apart * overlap, lam * wj)
+        out.apart_resid[:, cols] = rowdot(apart * overlap,
                                              lam * wj * wj / 2.0)
     return out
 
@@ -274,7 +274,7 @@ def alternation_lost(wl: Workload, b: SettingBatch, w: np.ndarray, part: Partner
     for cols, weight in part.pairs:
         same = weight > 0
         lam, wj, q = wl.local[cols], w[:, cols], queued[:, cols]
-        rate = 1.0 / (wj + np.einsum("pij,pj->pi", same.astype(float), wj))
+        rate = 1.0 / (wj + rowdot(same.astype(float), wj))
         empties = q / np.maximum(rate - lam, TINY)
         spell = np.minimum(period[:, cols], (same * empties[:, None, :]).max(axis=2))
         grown = q + np.clip(lam - rate, 0.0, None) * spell
@@ -300,7 +300,7 @@ def neighbours(wl: Workload, b: SettingBatch, x: np.ndarray, which: np.ndarray
     for cols in wl.groups:
         on = ((b.irq_core[:, cols, None] == b.irq_core[:, None, cols])
               & ~np.eye(cols.size, dtype=bool) & which[:, None, cols]) * _overlap(wl, cols)
-        out[:, cols] = np.einsum("pij,pj->pi", on, x[:, cols])
+        out[:, cols] = rowdot(on, x[:, cols])
     return out
 
 
