@@ -389,7 +389,7 @@ def _outputs(wl: Workload, res: dict[str, np.ndarray], w: np.ndarray, bus: np.nd
         "packets_stranded": stranded,
         "bytes_delivered": bytes_,
         "duration_s": duration,
-        "offered_bps": np.broadcast_to(8.0 * wl.size * wl.rate, shape).astype(float),
+        "offered_bps": np.broadcast_to(8.0 * wl.size * wl.offered, shape).astype(float),
         "throughput_bps": np.where(duration > 0, 8.0 * bytes_ / pos, 0.0),
         "interrupts": irq,
         "empty_wakeups": res["empty"],

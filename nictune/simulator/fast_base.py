@@ -57,7 +57,8 @@ class Workload:
 
     n: np.ndarray  # packets
     size: np.ndarray  # bytes per packet
-    rate: np.ndarray  # offered packets/s
+    rate: np.ndarray  # packets/s that arrive on average (onoff: a burst per cycle)
+    offered: np.ndarray  # packets/s the config asks (onoff: more, where the link caps bursts)
     local: np.ndarray  # packets/s while arriving (onoff: the burst rate)
     span: np.ndarray  # s from first to last arrival
     bursts: np.ndarray  # onoff bursts (1 otherwise)
@@ -89,7 +90,8 @@ class Workload:
                 local, per_burst, cycle = onoff_bursts(t, nic)  # as the DES's arrivals
                 if per_burst >= n:  # all in one burst: evenly spaced at the burst rate
                     arrival = "cbr"
-            if arrival == "onoff":
+            if arrival == "onoff":  # (a burst rate the link caps lowers the mean rate)
+                rate = per_burst / cycle
                 bursts = math.ceil(n / per_burst)
                 last = n - (bursts - 1) * per_burst
                 span = (bursts - 1) * cycle + (last - 1) / local
@@ -98,7 +100,10 @@ class Workload:
                 per_burst, bursts = n, 1
                 span, on, off, cycle = (n - 1) / local, (n - 1) / local, 0.0, np.inf
             c = host.costs
-            rows.append((n, t.packet_size, rate, local, span, bursts, per_burst, on, off, cycle,
+            if arrival == "cbr":  # (an onoff transmission all in one burst: at its rate)
+                rate = local
+            rows.append((n, t.packet_size, rate, t.rate, local, span, bursts, per_burst, on,
+                         off, cycle,
                          ARRIVALS.index(arrival), t.start, hosts[host.name], c.irq,
                          c.per_packet, c.per_byte * mem[t.id], c.poll_check,
                          host.backlog_slots, nic.idle_power(host), host.power.core_busy))
