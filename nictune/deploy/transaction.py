@@ -59,6 +59,9 @@ class Change:
     backend: str
     before: Any
     after: Any
+    # `after` was read from the host (a snapshot's value, a knob's original): it must read
+    # back exactly, with no driver rounding; `before` always was
+    exact: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"knob": self.knob, "backend": self.backend, "before": self.before,
@@ -416,7 +419,7 @@ def plan_changes(ctx: HostContext, current: dict[str, Any],
                 continue  # the knob vanished (an IRQ line gone): nothing to set
             exact = targets is not None or after == ctx.original.get(knob)
             if not b.matches(knob, after, current[knob], exact=exact):
-                changes.append(Change(knob, b.NAME, current[knob], after))
+                changes.append(Change(knob, b.NAME, current[knob], after, exact))
     return changes, notes
 
 
@@ -474,14 +477,16 @@ def _verify(conn: Connection, changes: list[Change], field_: str,
     """Mismatches between the host's knobs and each change's `field_` value; values the
     kernel rounded (accepted by the backend's `matches`) are added to `notes`. A read-back
     that cannot be read or compared is a ProbeError: the host counts as not verified (the
-    caller restores), never as a crash that skips the restore. The "before" values were
-    read from the host: they must read back exactly."""
+    caller restores), never as a crash that skips the restore. Values read from the host
+    (every "before"; an "after" that is a snapshot's, as in a rollback) must read back
+    exactly."""
     try:
         got = read_knobs(probe_host(conn))
         bad = []
         for c in changes:
             want, have = getattr(c, field_), got.get(c.knob)
-            if not _backend(c.backend).matches(c.knob, want, have, exact=field_ == "before"):
+            exact = field_ == "before" or c.exact
+            if not _backend(c.backend).matches(c.knob, want, have, exact=exact):
                 bad.append(f"{c.knob}: wanted {want!r}, reads {have!r}")
             elif notes is not None and want != have and c.backend == "ring":
                 nic = split_key(c.knob)[0]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from nictune.deploy import transaction
 from nictune.deploy.backends import HostContext, Note, irq_affinity
 from nictune.deploy.backends import ethtool_ring as ring
 from nictune.deploy.inventory import HostInventory
@@ -232,6 +233,25 @@ def test_a_ring_left_larger_is_restored_and_a_rounded_plan_is_unchanged(
     assert key not in {c.knob for c in plan_changes(redeploy, current)[0]}
     other = HostContext(HOST, mlx5, {**current, key: 1000}, {})
     assert [c.after for c in plan_changes(other, current)[0] if c.knob == key] == [1000]
+
+
+def test_a_rollbacks_read_back_is_exact(mlx5: HostProbe,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rollback verifies its "after" values, which are the snapshot's: a ring left at
+    1024 must not pass for the 1000 it was to be put back to (it did, as rounding, and
+    the snapshot was archived). A planned ring of 1000 read back as 1024 still passes."""
+    key = "nic/nic-1/ring/rx"
+    mlx5.nics["nic-1"].ring["current"]["rx"] = 1024
+    monkeypatch.setattr(transaction, "probe_host", lambda conn: mlx5)
+    rollback, _ = plan_changes(HostContext(HOST, mlx5, {key: 1000}, {}), {key: 512},
+                               targets={key: 1000})
+    assert transaction._verify(None, rollback, "after") == [  # type: ignore[arg-type]
+        f"{key}: wanted 1000, reads 1024"]
+    deploy, _ = plan_changes(HostContext(HOST, mlx5, {key: 512}, {
+        "nic-1": NicSetting("active_wait", ring_slots=1000)}), {key: 512})
+    assert [c.knob for c in deploy if c.knob == key] == [key]
+    assert transaction._verify(None, [c for c in deploy if c.knob == key],  # type: ignore
+                               "after") == []
 
 
 @pytest.mark.parametrize(("old", "new", "message"), [
