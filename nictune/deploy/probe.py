@@ -142,7 +142,8 @@ def _script(host: HostInventory) -> str:
         for cmd in ETHTOOL_COMMANDS:
             # an empty output (ethtool killed, a busy host) is retried; an output cut short
             # by a signal (exit status > 128) is marked, and the probe retried, never parsed
-            killed = f"[ $? -gt 128 ] && echo {KILLED}"
+            # (on a line of its own: an output cut mid-line would glue it to its last line)
+            killed = f"[ $? -gt 128 ] && printf '\\n%s\\n' {KILLED}"
             lines += [
                 f"for n in 1 2 3; do out=$(ethtool --json -{cmd} {i} 2>&1); rc=$?; "
                 '[ -n "$out" ] && break; sleep 0.2; done',
@@ -342,7 +343,7 @@ def _nic_section(nic: NicProbe, section: str, body: str) -> None:
     if fmt not in ("json", "text") or cmd not in ETHTOOL_COMMANDS:
         return
     nic.formats[cmd] = fmt
-    if KILLED in body.splitlines():
+    if any(line.endswith(KILLED) for line in body.splitlines()):
         raise parsers.ParseError(f"ethtool -{cmd} {nic.iface} was killed mid-output")
     if not body.strip():
         raise parsers.ParseError(f"ethtool -{cmd} {nic.iface} printed nothing (3 tries)")
