@@ -667,7 +667,8 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
         for longer in range(WINDOW_GROWTHS + 1):
             starts = [t.start * fraction for t in group]
             arrivals = [arrival_times(replace(t, start=start), config.nic_of(t), seed,
-                                      index[t.id], window_packets(t, settings[t.id], fraction))
+                                      index[t.id], window_packets(config, t, settings[t.id],
+                                                                  fraction))
                         for t, start in zip(group, starts, strict=True)]
             consumers = [Consumer(settings[t.id], a, work_per_packet(
                 config, t, settings[t.id].placement, memory[t.id]),
@@ -679,8 +680,8 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
                 wider = 1.0
             if fraction == 1 or longer == WINDOW_GROWTHS or sum(
                     t.packets for t in group) * wider > EXACT_PACKETS or not any(
-                    _unsettled(c, _start_up(a, arrivals, starts))
-                    for c, a in zip(consumers, arrivals, strict=True)):
+                    c.n < t.packets and _unsettled(c, _start_up(a, arrivals, starts))
+                    for t, c, a in zip(group, consumers, arrivals, strict=True)):
                 break
             fraction = wider
         results.update((t.id, _metrics(config, t, c, _start_up(a, arrivals, starts),
@@ -764,14 +765,21 @@ def _emptied(c: Consumer, ok: np.ndarray, settled: float) -> bool:
     return bool(((arrived >= served) & (arrived > settled)).any())
 
 
-def window_packets(t: Transmission, s: NicSetting, fraction: float) -> int:
+def window_packets(config: Config, t: Transmission, s: NicSetting, fraction: float) -> int:
     """The packets of `t` in a window of `fraction`: at least MIN_WINDOW_PACKETS, and for
     a watermark consumer WATERMARK_BATCHES watermarks (or all of them), so that a short
     transmission beside long ones is not extrapolated from a packet or two, nor from a
-    window its watermark never fills (every packet stranded)."""
+    window its watermark never fills (every packet stranded). An onoff window of a burst or
+    more holds whole bursts and the first packet of the next, so it has a pause for every
+    burst (ending on a burst's last packet, 10 bursts had 9 pauses: time-driven counts
+    were 10 % low)."""
     least = max(MIN_WINDOW_PACKETS, WATERMARK_BATCHES * (s.watermark or 0)
                 if s.mode == "watermark" else 0)
-    return max(round(t.packets * fraction), min(t.packets, least))
+    n = max(round(t.packets * fraction), min(t.packets, least))
+    per_burst = onoff_bursts(t, config.nic_of(t))[1] if t.arrival == "onoff" else 0
+    if 0 < per_burst <= n < t.packets:  # (a window inside one burst stays as it is)
+        n = math.ceil(n / per_burst) * per_burst + 1
+    return min(n, t.packets)
 
 
 def _wake_share(config: Config, s: NicSetting, t: Transmission) -> float:
@@ -848,19 +856,21 @@ def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float
     last = float(c.finish[ok].max()) if delivered else c.AL[-1]
     duration_s = max(last - c.AL[0], 0.0)
     scale = t.packets / c.n
-    if c.n < t.packets:
-        duration_s += _full_span(config, t, c) - (c.AL[-1] - c.AL[0])
+    span = c.AL[-1] - c.AL[0]
+    full = _full_span(config, t, c) if c.n < t.packets else span
+    duration_s += full - span
     # what scales: the arrivals that were not stranded (those happen once)
     steady = (t.packets - stranded) / max(c.n - stranded, 1)
     # the tail after the last arrival comes once where the queue never emptied (livelock,
     # a ring still filling); elsewhere it is one drain of many, scaled with the rest
-    split = c.at_last is not None and c.n < t.packets and not _emptied(c, ok, start_up[1])
+    emptied = c.n < t.packets and _emptied(c, ok, start_up[1])
+    split = c.at_last is not None and c.n < t.packets and not emptied
     tail = int((c.finish[ok] > c.AL[-1]).sum()) if split else 0  # delivered once
     lost = c.dropped * steady
     if delivered - tail < c.dropped:  # mostly lost (livelock): scale the fewer deliveries
         lost = t.packets - stranded - tail - (delivered - tail) * steady
-    elif c.dropped and steady > 1:
-        gone = ~ok
+    elif c.dropped and steady > 1 and t.arrival != "onoff":  # (onoff: every burst is like
+        gone = ~ok  # the first, and a window of whole bursts scales plainly)
         gone[c.acc[c.n_taken:c.n_acc]] = False  # (stranded, not dropped)
         gone[c.nxt:] = False  # (never admitted: the consumer had stopped)
         first, end = start_up
@@ -868,11 +878,12 @@ def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float
                   for k in (1, 2))
         lost = max(d1 + (c.dropped - d1) * steady + (d2 - d1) * (steady - 1), 0.0)
         late = np.flatnonzero(gone & (end < c.A))
-        if alone and len(late) > FILL_DROPS:
-            # alone on its core (no phases): the ring filled at the first drop after the
-            # start-up; the window's drops stand, and the packets beyond it arrive in the
-            # regime after that drop (a core just past capacity fills a ring over a fifth
-            # of the window: scaled whole, its drops were 19 % low)
+        if alone and len(late) > FILL_DROPS and not emptied:
+            # alone on its core (no phases) and never emptied since the start-up: the ring
+            # filled at the first drop after it; the window's drops stand, and the packets
+            # beyond it arrive in the regime after that drop (a core just past capacity
+            # fills a ring over a fifth of the window: scaled whole, its drops were 19 %
+            # low)
             rate = (len(late) - 1) / max(c.n - int(late[0]) - 1, 1)
             lost = c.dropped + rate * (t.packets - c.n)
     if delivered + c.dropped:
@@ -882,10 +893,14 @@ def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float
         d, dropped, stranded = 0, 0, t.packets
     # the work before the last arrival scales with the arrivals; the tail's comes once
     per = steady if c.n > stranded else scale
-    before = c.at_last if split and c.n > stranded else None
-    interrupts, busy, empty = ((b * per + (total - b) for b, total in zip(
-        before, (c.interrupts, c.cpu, c.empty), strict=True)) if before else
-        (c.interrupts * per, c.cpu * per, c.empty * per))
+    # (passive_wait's wake-ups are timer ticks: they scale with the time, which for onoff
+    # is not the packets' share — a window of whole bursts has a pause per burst, the
+    # whole transmission one fewer)
+    ticks = full / span if c.mode == "passive_wait" and span > 0 else per
+    before = (c.at_last if split and c.n > stranded and c.at_last else
+              (c.interrupts, c.cpu, c.empty))  # (all of it scales)
+    interrupts, busy, empty = (b * k + (total - b) for b, total, k in zip(
+        before, (c.interrupts, c.cpu, c.empty), (ticks, per, ticks), strict=True))
     # (one core: a consumer's work fits in its span; scaled, it can exceed it by a hair)
     cpu_s = (duration_s if c.mode == "busy_poll" else
              min(busy, duration_s) if c.n < t.packets else busy)
