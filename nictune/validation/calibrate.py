@@ -216,13 +216,15 @@ def _check_design(scaled: np.ndarray) -> float:
 
 
 def _fit_warnings(coef: dict[str, Any]) -> list[str]:
-    """Why the fitted costs may not be worth using; RunError when all three are zero (such
-    a profile would simulate no CPU at all)."""
+    """Why the fitted costs may not be worth using; RunError when packets and bytes are
+    both free (a config refuses that: the models need some work per packet — and such a
+    profile would simulate no packet work at all)."""
     zero = [k for k in ("irq", "per_packet", "per_byte") if coef[k] == 0]
-    if len(zero) == 3:
-        raise RunError("calibration: the fit charges nothing to wake-ups, packets or bytes "
-                       f"(R² {coef['r2']:.3g}: the per-run constant or noise is all the CPU); "
-                       "lengthen --seconds or raise --rates — no profile written")
+    if "per_packet" in zero and "per_byte" in zero:
+        raise RunError(f"calibration: the fit charges nothing to {'wake-ups, ' * (len(zero) == 3)}"
+                       f"packets or bytes (R² {coef['r2']:.3g}: the per-run constant or noise "
+                       "is all the CPU); lengthen --seconds or raise --rates — no profile "
+                       "written")
     out = [f"{k} fitted as 0: the points show no cost for it above their noise, and the "
            "profile charges nothing for it" for k in zero]
     if not coef["r2"] >= MIN_R2:

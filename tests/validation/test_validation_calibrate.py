@@ -73,6 +73,17 @@ def test_a_fit_that_charges_no_cost_is_refused() -> None:
         calibrate.fit(points)
 
 
+def test_a_fit_that_charges_nothing_to_packets_is_refused() -> None:
+    """Wake-ups cost, packets and bytes fitted as 0: no config takes that profile (the
+    models need work per packet), and calibrate ended on a config error about
+    '<calibration point>' instead of saying what the fit found."""
+    points = _sweep(costs={**TRUTH, "per_packet": 0.0, "per_byte": 0.0}, noise=0.0)
+    for p in points:  # (CPU that falls a little with the packets: both at their bound, 0)
+        p["cpu_s"] -= 1e-9 * (p["packets_received"] + p["bytes_received"])
+    with pytest.raises(RunError, match="charges nothing to packets or bytes"):
+        calibrate.fit(points)
+
+
 def test_zero_costs_and_low_r2_are_flagged_in_the_profile(tmp_path: Path) -> None:
     """Short runs on a host that copies for free: noise around the per-run constant."""
     f = calibrate.fit(_sweep(costs={**TRUTH, "per_byte": 0.0}, per_run=0.2, noise=0.1,
