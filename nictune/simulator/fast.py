@@ -812,6 +812,16 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # packets wait for about the whole duration, not q / r)
     res["lat_mean"] = np.minimum(lat, res["duration"])
     res["lat_p99"] = np.minimum(np.maximum(0.99 * longest + ti + w, lat), res["duration"])
+    # past livelock (λ·Ti > 1) packet work gets no time while packets arrive: the backlog
+    # holds the first packets, served only after the last arrival — the k-th waits about
+    # the duration less (B − k)·w and its arrival k/λ (half of that was said); onoff
+    # bursts leave gaps in which the backlog is served, burst by burst
+    starved = act & (high > 1.0) & ~cx.onoff
+    spread = res["delivered"] * (w + 1.0 / lam)
+    res["lat_mean"] = np.where(starved, np.maximum(res["lat_mean"], np.minimum(
+        res["duration"] - spread / 2.0, res["duration"])), res["lat_mean"])
+    res["lat_p99"] = np.where(starved, np.maximum(res["lat_p99"], np.minimum(
+        res["duration"] - spread / 100.0, res["duration"])), res["lat_p99"])
     # a batched consumer that caught up before its arrivals ended sleeps and wakes as
     # usual from then on: what its last wake-up leaves below the watermark waits for the
     # timeout or is stranded, as the mode says, and its packets wait at least as long as

@@ -157,3 +157,15 @@ def test_onoff_bursts_the_link_caps_arrive_at_the_capped_mean(rate):
                                "mode": "passive_wait", "poll_interval": "50ms"}}))
     assert fast.offered_bps == des.offered_bps == pytest.approx(float(rate[0]) * 1e9)
     assert fast.packets_delivered == pytest.approx(des.packets_delivered, rel=0.15)
+
+
+def test_past_livelock_the_backlog_waits_for_the_last_arrival():
+    """1 Mpps at 4 µs an interrupt: packet work gets no time while packets arrive, so the
+    1 000 packets of the backlog are served after the last arrival and wait about the
+    whole duration (the engine said half of it: 50.6 ms, the DES 116 ms)."""
+    fast, des = both(host({"size": "6.4MB", "packet_size": 64, "rate": "1Mpps",
+                           "arrival": "cbr", "default": {"mode": "active_wait",
+                                                         "ring_slots": 4096}}))
+    assert fast.packets_delivered == des.packets_delivered == 1000
+    assert fast.latency_mean_s == pytest.approx(des.latency_mean_s, rel=0.02)
+    assert fast.latency_p99_s == pytest.approx(des.latency_p99_s, rel=0.02)
