@@ -195,7 +195,7 @@ def ensure_snapshot(host: HostInventory, probe: HostProbe, saved: Snapshot | Non
     doc = {**doc, "nictune_snapshot": SNAPSHOT_FORMAT, "knobs": knobs,
            "nics": {**(saved.nics if saved else {}), **added}}
     atomic_write(snapshot_path(host.state_dir, host.name),
-                  json.dumps(doc, indent=1, sort_keys=True) + "\n")
+                 json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return knobs
 
 

@@ -129,10 +129,13 @@ def _check_logbook(logbook: object, generation: int) -> None:
         raise ValueError(f"logbook: expected a list of {generation + 1} rows")
     keys = list(logbook[0]) if isinstance(logbook[0], dict) else []
     for row in logbook:
-        if not isinstance(row, dict) or list(row) != keys or keys[:1] != ["generation"] or \
-                not all(isinstance(v, int | float) and not isinstance(v, bool)
-                        for v in row.values()):
+        if keys[:1] != ["generation"] or not isinstance(row, dict) or list(row) != keys or \
+                not all(_number(v) for v in row.values()):
             raise ValueError(f"logbook: a malformed row {str(row)[:60]}")
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _check_state(s: State) -> None:

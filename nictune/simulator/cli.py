@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
              for m in run_by_host(config, transmissions, settings, args, sys.stderr)}
     results = [by_id[t.id] for t in selected]
     shared = sharing_a_core(config, transmissions, settings) if args.engine == "fast" else []
-    shared = [i for i in shared if i in {t.id for t in selected}]
+    shared = sorted({t.id for t in selected}.intersection(shared))
     if shared:
         sys.stderr.write(
             f"note: {len(shared)} of {len(selected)} transmissions share their IRQ core "

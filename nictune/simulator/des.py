@@ -652,15 +652,15 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
     groups: dict[tuple[str, int], list[Transmission]] = {}
     for t in transmissions:
         groups.setdefault((config.host_of(t).name, settings[t.id].irq_core), []).append(t)
-    for (host, core), group in groups.items() if exact else ():
-        packets = sum(t.packets for t in group)
-        if packets > EXACT_PACKETS:
+    packets = {key: sum(t.packets for t in group) for key, group in groups.items()}
+    for (host, core), count in packets.items() if exact else ():
+        if count > EXACT_PACKETS:
             raise InputError(
-                f"exact: core {core} of host {host} takes {packets:,} packets, more than "
+                f"exact: core {core} of host {host} takes {count:,} packets, more than "
                 f"the {EXACT_PACKETS:,} an exact run holds in memory (~80 bytes each); "
                 "simulate a window instead (no --exact)")
     results: dict[str, Metrics] = {}
-    for group in groups.values():  # one core at a time: only its arrays are in memory
+    for key, group in groups.items():  # one core at a time: only its arrays in memory
         fraction = 1.0 if exact else window_fraction(
             [t.packets for t in group], window,
             [_wake_share(config, settings[t.id], t) for t in group])
@@ -678,8 +678,8 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
             wider = min(1.0, fraction * 4)
             if wider >= EXACT_SHARE:  # (a window that long costs as much as every packet)
                 wider = 1.0
-            if fraction == 1 or longer == WINDOW_GROWTHS or sum(
-                    t.packets for t in group) * wider > EXACT_PACKETS or not any(
+            if fraction == 1 or longer == WINDOW_GROWTHS or \
+                    packets[key] * wider > EXACT_PACKETS or not any(
                     c.n < t.packets and _unsettled(c, _start_up(a, arrivals, starts))
                     for t, c, a in zip(group, consumers, arrivals, strict=True)):
                 break
@@ -735,13 +735,12 @@ def _unsettled(c: Consumer, start_up: tuple[float, float]) -> bool:
         return False
     first, last, settled = c.AL[0], c.AL[-1], start_up[1]
     ok = np.isfinite(c.finish)
-    admitted = ok.copy()
-    admitted[c.acc[c.n_taken:c.n_acc]] = True  # (stranded in the ring)
-    dropped = ~admitted
-    dropped[c.nxt:] = False  # (never offered: the consumer had stopped)
+    dropped = _dropped(c, ok)
     late = dropped & (settled < c.A)
     if late.any():
         return float(c.A[late][0]) > first + (last - first) / 4
+    admitted = ok.copy()
+    admitted[c.acc[c.n_taken:c.n_acc]] = True  # (stranded in the ring)
     came, done = c.A[admitted], np.sort(c.finish[ok])
 
     def mean_queue(quarter: int) -> float:
@@ -751,6 +750,15 @@ def _unsettled(c: Consumer, start_up: tuple[float, float]) -> bool:
 
     q3, q4 = mean_queue(2), mean_queue(3)
     return q4 - q3 > max(0.25 * q3, 0.002 * c.n / 4)
+
+
+def _dropped(c: Consumer, ok: np.ndarray) -> np.ndarray:
+    """Which of the window's packets were dropped (`ok`: delivered): not delivered, not
+    stranded in the ring, and offered (a consumer that stopped was offered no more)."""
+    gone = ~ok
+    gone[c.acc[c.n_taken:c.n_acc]] = False
+    gone[c.nxt:] = False
+    return gone
 
 
 def _emptied(c: Consumer, ok: np.ndarray, settled: float) -> bool:
@@ -814,15 +822,15 @@ def _scaled_counts(parts: Sequence[int], total: int) -> list[int]:
     return out
 
 
-def _full_span(config: Config, t: Transmission, c: Consumer) -> float:
-    """s from `t`'s first arrival to its last: exact for cbr and onoff (a window inside one
-    burst would miss every pause: an onoff transmission in 200 s bursts came out at half
-    its duration), else the window's mean spacing (poisson; a window holds
-    MIN_WINDOW_PACKETS > 1 packets)."""
-    span = arrivals_span(t, config.nic_of(t), t.packets)
-    if span is not None:
+def _full_span(config: Config, t: Transmission, span: float, n: int) -> float:
+    """s from `t`'s first arrival to its last, from a window of `n` of them spanning
+    `span` s: exact for cbr and onoff (a window inside one burst would miss every pause:
+    an onoff transmission in 200 s bursts came out at half its duration), else the
+    window's mean spacing (poisson)."""
+    if n >= t.packets or n < 2:
         return span
-    return (c.AL[-1] - c.AL[0]) * (t.packets - 1) / (c.n - 1)
+    fixed = arrivals_span(t, config.nic_of(t), t.packets)
+    return fixed if fixed is not None else span * (t.packets - 1) / (n - 1)
 
 
 def after_arrivals(config: Config, t: Transmission, m: Metrics, seed: int) -> float:
@@ -830,11 +838,7 @@ def after_arrivals(config: Config, t: Transmission, m: Metrics, seed: int) -> fl
     its duration less the span of the arrivals it drew, extrapolated as `_metrics` does."""
     a = arrival_times(t, config.nic_of(t), seed, config.transmissions.index(t),
                       m.window_packets)
-    span = float(a[-1] - a[0])
-    if 1 < len(a) < t.packets:
-        fixed = arrivals_span(t, config.nic_of(t), t.packets)
-        span = fixed if fixed is not None else span * (t.packets - 1) / (len(a) - 1)
-    return m.duration_s - span
+    return m.duration_s - _full_span(config, t, float(a[-1] - a[0]), len(a))
 
 
 def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float, float],
@@ -857,22 +861,20 @@ def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float
     duration_s = max(last - c.AL[0], 0.0)
     scale = t.packets / c.n
     span = c.AL[-1] - c.AL[0]
-    full = _full_span(config, t, c) if c.n < t.packets else span
+    full = _full_span(config, t, span, c.n)
     duration_s += full - span
     # what scales: the arrivals that were not stranded (those happen once)
     steady = (t.packets - stranded) / max(c.n - stranded, 1)
     # the tail after the last arrival comes once where the queue never emptied (livelock,
     # a ring still filling); elsewhere it is one drain of many, scaled with the rest
     emptied = c.n < t.packets and _emptied(c, ok, start_up[1])
-    split = c.at_last is not None and c.n < t.packets and not emptied
+    split = c.at_last is not None and c.n < t.packets and not emptied  # (tail once)
     tail = int((c.finish[ok] > c.AL[-1]).sum()) if split else 0  # delivered once
     lost = c.dropped * steady
     if delivered - tail < c.dropped:  # mostly lost (livelock): scale the fewer deliveries
         lost = t.packets - stranded - tail - (delivered - tail) * steady
     elif c.dropped and steady > 1 and t.arrival != "onoff":  # (onoff: every burst is like
-        gone = ~ok  # the first, and a window of whole bursts scales plainly)
-        gone[c.acc[c.n_taken:c.n_acc]] = False  # (stranded, not dropped)
-        gone[c.nxt:] = False  # (never admitted: the consumer had stopped)
+        gone = _dropped(c, ok)  # the first, and a window of whole bursts scales plainly)
         first, end = start_up
         d1, d2 = (int(gone[:np.searchsorted(c.A, first + k * (end - first), "right")].sum())
                   for k in (1, 2))
@@ -897,7 +899,7 @@ def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float
     # is not the packets' share — a window of whole bursts has a pause per burst, the
     # whole transmission one fewer)
     ticks = full / span if c.mode == "passive_wait" and span > 0 else per
-    before = (c.at_last if split and c.n > stranded and c.at_last else
+    before = (c.at_last if c.at_last is not None and split and c.n > stranded else
               (c.interrupts, c.cpu, c.empty))  # (all of it scales)
     interrupts, busy, empty = (b * k + (total - b) for b, total, k in zip(
         before, (c.interrupts, c.cpu, c.empty), (ticks, per, ticks), strict=True))

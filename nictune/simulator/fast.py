@@ -315,7 +315,7 @@ def _one_wake(wl: Workload, b: SettingBatch, w: np.ndarray, late: np.ndarray,
                 & (np.abs(at[:, :, None] - at[:, None, :]) <= 1e-6 * at[:, :, None]))
         k = kept[:, cols]
         drain[:, cols] += rowsum(both, np.minimum(k[:, :, None], k[:, None, :])
-                                    * w[:, None, cols])
+                                 * w[:, None, cols])
     first = late + wl.ti[None, :] + w  # the first packet's latency
     step = drain / kept - 1.0 / wl.local[None, :]
     sel = np.flatnonzero(one.ravel())
@@ -818,10 +818,9 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # bursts leave gaps in which the backlog is served, burst by burst
     starved = act & (high > 1.0) & ~cx.onoff
     spread = res["delivered"] * (w + 1.0 / lam)
-    res["lat_mean"] = np.where(starved, np.maximum(res["lat_mean"], np.minimum(
-        res["duration"] - spread / 2.0, res["duration"])), res["lat_mean"])
-    res["lat_p99"] = np.where(starved, np.maximum(res["lat_p99"], np.minimum(
-        res["duration"] - spread / 100.0, res["duration"])), res["lat_p99"])
+    for key, share in (("lat_mean", 0.5), ("lat_p99", 0.01)):
+        res[key] = np.where(starved, np.maximum(res[key], res["duration"] - share * spread),
+                            res[key])
     # a batched consumer that caught up before its arrivals ended sleeps and wakes as
     # usual from then on: what its last wake-up leaves below the watermark waits for the
     # timeout or is stranded, as the mode says, and its packets wait at least as long as

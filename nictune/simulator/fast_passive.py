@@ -769,7 +769,7 @@ def _passive_onoff(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.n
                    / (k_idle * rep(period)), gap)
     # (of those, one a packet at least is not empty where packets are that far apart)
     w_all = sub.wakes + more
-    e_all = sub.empty + np.minimum(more * sub.late[4] / late, more - np.minimum(left, more))
+    e_all = sub.empty + np.minimum(more * sub.late[4] / late, np.clip(more - left, 0.0, None))
     per = [v.reshape(k, m) for v in (w_all, e_all, sub.dropped + more * sub.late[3] / late)]
     gaps = gap.reshape(k, m)
     # the bursts after the first: their mean (the last holds what is left of n); the gaps

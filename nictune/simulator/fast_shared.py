@@ -258,8 +258,7 @@ def partners(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
         out.drain[:, cols] = rowsum(weight, taken + wl.ti[cols] / 2.0)
         out.pairs.append((cols, weight))
         out.apart[:, cols] = rowdot(apart * overlap, lam * wj)
-        out.apart_resid[:, cols] = rowdot(apart * overlap,
-                                             lam * wj * wj / 2.0)
+        out.apart_resid[:, cols] = rowdot(apart * overlap, lam * wj * wj / 2.0)
     return out
 
 

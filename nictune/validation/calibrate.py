@@ -221,10 +221,10 @@ def _fit_warnings(coef: dict[str, Any]) -> list[str]:
     profile would simulate no packet work at all)."""
     zero = [k for k in ("irq", "per_packet", "per_byte") if coef[k] == 0]
     if "per_packet" in zero and "per_byte" in zero:
-        raise RunError(f"calibration: the fit charges nothing to {'wake-ups, ' * (len(zero) == 3)}"
-                       f"packets or bytes (R² {coef['r2']:.3g}: the per-run constant or noise "
-                       "is all the CPU); lengthen --seconds or raise --rates — no profile "
-                       "written")
+        free = "wake-ups, packets or bytes" if "irq" in zero else "packets or bytes"
+        raise RunError(f"calibration: the fit charges nothing to {free} (R² "
+                       f"{coef['r2']:.3g}: the per-run constant or noise is all the CPU); "
+                       "lengthen --seconds or raise --rates — no profile written")
     out = [f"{k} fitted as 0: the points show no cost for it above their noise, and the "
            "profile charges nothing for it" for k in zero]
     if not coef["r2"] >= MIN_R2:
