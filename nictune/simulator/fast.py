@@ -793,9 +793,9 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
                                   after)
     ti = np.where(act | batched, cx.ti, 0.0)  # (busy_poll takes no interrupt)
     lat = wait + ti + w
-    # alone, bursts followed one by one (`_passive_bursts`) keep their counts; watermark
-    # groups of bursts whose drains run across gaps (`_across_bursts`, within the ring)
-    # also their ends, waits and what is left below the watermark, where the mean load is
+    # alone, bursts followed one by one (`_passive_bursts`) keep their counts, ends and
+    # waits; watermark groups of bursts whose drains run across gaps (`_across_bursts`,
+    # within the ring) also what is left below the watermark, where the mean load is
     # below the core's (else the backlog grows cycle by cycle) or the ring holds every
     # packet
     holds = (cx.c("rate") * cx.ws < 1.0) | (n <= cap)
@@ -829,8 +829,8 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     caught = fluid & batched & (fluid_q < 1.0)
     res["stranded"] = np.where(whole | caught, own["stranded"], 0.0)
     for key in ("duration", "lat_mean", "lat_p99"):
-        res[key] = np.where(whole, own[key], np.where(caught, np.maximum(res[key], own[key]),
-                                                      res[key]))
+        res[key] = np.where(kept, own[key], np.where(caught, np.maximum(res[key], own[key]),
+                                                     res[key]))
     # a consumer that never empties its ring is woken once (onoff: once per burst, plus
     # its timer ticks in the gaps)
     # (a burst's backlog that outlasts the gap keeps it awake across bursts: once; on a

@@ -130,8 +130,9 @@ class Mode:
     duration: np.ndarray
     lat_mean: np.ndarray
     lat_p99: np.ndarray
-    # COUNTS_FOLLOWED: wake-ups and drops counted burst by burst; ALL_FOLLOWED: also the
-    # end, the waits and what is left below a watermark (a saturated core keeps them)
+    # COUNTS_FOLLOWED: wake-ups, drops, the end and the waits followed burst by burst;
+    # ALL_FOLLOWED: also what is left below a watermark, kept only where the ring holds
+    # every packet or the mean load is below the core's (a saturated core keeps them)
     followed: np.ndarray | float = 0.0
     waits_drawn: np.ndarray | float = 0.0  # 1: the mode drew the random wait itself
 

@@ -194,22 +194,25 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
             lam[ev], ws[ev], ti[ev], period[ev], ring[ev], delay[ev], cx.n[ev],
             cx.c("per_burst")[ev], bursts[ev], cx.c("cycle")[ev])
         delivered[ev] = cx.n[ev] - np.minimum(lost, cx.n[ev])
-    # bursts the consumer cannot keep up with, each woken within it: burst by burst
-    follow = np.flatnonzero(bursty & (lam * ws >= 1.0) & (k_idle * period + ti < on))
+    # bursts the consumer cannot keep up with: burst by burst on the tick grid
+    follow = np.flatnonzero(bursty & (lam * ws >= 1.0))
     if follow.size:
-        wakes, gaps, lost = _passive_bursts(
+        wakes, gaps, lost, ends, mean, p99 = _passive_bursts(
             lam[follow], ws[follow], ti[follow], period[follow], ring[follow], on[follow],
-            off[follow], cx.c("cycle")[follow], bursts[follow], k_idle[follow])
+            (last_on[follow] + 1.0 / lam[follow]), cx.c("cycle")[follow], bursts[follow],
+            k_idle[follow])
         interrupts[follow] = wakes + gaps
         empty[follow] = gaps
         delivered[follow] = cx.n[follow] - np.minimum(lost, cx.n[follow])
     lat = _latency(cycle, taken, ws, ti, period, lam, on, ring, bursty)
+    duration = cx.span + resid + ti + last_n * ws
+    if follow.size:
+        duration[follow], lat[0][follow], lat[1][follow] = ends, mean, p99
     zero = np.zeros_like(delivered)
     followed = zero.copy()
     followed[follow] = COUNTS_FOLLOWED
     return Mode(interrupts=interrupts, empty=empty, delivered=delivered, stranded=zero,
-                 followed=followed, waits_drawn=drawn.astype(float),
-                 duration=cx.span + resid + ti + last_n * ws,
+                 followed=followed, waits_drawn=drawn.astype(float), duration=duration,
                  lat_mean=lat[0], lat_p99=lat[1])
 
 
@@ -240,47 +243,112 @@ def _latency(cycle: np.ndarray, taken: np.ndarray, ws: np.ndarray, ti: np.ndarra
 
 
 def _passive_bursts(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
-                    ring: np.ndarray, on: np.ndarray, off: np.ndarray, cycle: np.ndarray,
-                    bursts: np.ndarray, k_idle: np.ndarray, horizon: int = 128
+                    ring: np.ndarray, on: np.ndarray, last_on: np.ndarray, cycle: np.ndarray,
+                    bursts: np.ndarray, k_idle: np.ndarray, head: int = 112, tail: int = 16
                     ) -> tuple[np.ndarray, ...]:
-    """(wake-ups in bursts, empty wake-ups in the gaps, packets dropped) of onoff arrivals
-    whose bursts outrun the consumer (λw ≥ 1), followed burst by burst on the tick grid.
+    """(wake-ups that find packets, empty wake-ups, packets dropped, end of the last drain
+    from the first arrival, mean and 99th-percentile latency) of onoff arrivals whose
+    bursts outrun the consumer (λw ≥ 1), followed burst by burst on the tick grid (ticks at
+    j·T from the first arrival; a tick within Ti before a burst starts finds its first
+    packets when its handler ends).
 
-    Asleep when a burst starts, it wakes at the burst's first tick, φ in; the backlog then
-    grows all through the burst and takes a + φ + Ti to drain after it (a = (λw − 1)·on;
-    the ring caps it and drops the excess). A drain longer than the gap runs into the next
-    burst, which then brings no wake-up of its own; otherwise it sleeps and the ticks left
-    in the gap are empty wake-ups (every k ticks when Ti spans k). The grid is fixed
-    (ticks at start + j·T), so whether a drain reaches the next burst and how many ticks
-    fit after it depend on φ, which moves by the burst period modulo T from burst to
-    burst: the first `horizon` bursts are followed, the rest extrapolated from the second
-    half of them.
+    Awake when a burst starts (a drain left over: `carry` s of it), the consumer drains all
+    through the burst; asleep, it wakes at the burst's first tick, φ in, and then does. A
+    burst that outruns it leaves a backlog of a + φ + Ti (a = (λw − 1)·on; what the ring
+    held before added, in time units), capped by the ring (the excess is dropped), which
+    drains after the burst. When the burst ends before its first tick, the ring keeps what
+    it can and the tick drains it — in the gap or, when no tick comes before the next
+    burst, ahead of that burst's packets. A drain that outlasts the gap runs into the next
+    burst; otherwise the consumer sleeps and the ticks left in the gap are empty wake-ups
+    (every k ticks when Ti spans k). The last burst holds what is left of the packets.
+
+    Latency: a burst's accepted packets wait in up to three stretches, each a linear
+    function of the arrival time (so evenly spread between its ends): arriving while the
+    consumer sleeps (until the drain reaches them), while the ring fills behind the drain,
+    and while it is full ((R + 1)·w).
+
+    φ moves by the burst period modulo T from burst to burst. The first `head` bursts and
+    the last `tail` are followed (the last from the grid's tick and the state the first
+    ones left), the ones between extrapolated from the second half of the first.
     """
-    a = (lam * ws - 1.0) * on
     cap = ring * ws  # the longest drain a full ring holds
     carry = np.zeros(lam.size)  # drain left when a burst starts (0: asleep)
+    held = np.zeros(lam.size)  # packets in the ring of a sleeping consumer at a burst's start
     phi = period.copy()  # the first tick is one period after the first arrival
-    last = np.minimum(bursts, horizon)
+    end = np.zeros(lam.size)
+    jumps = bursts > head + tail
+    middle = np.where(jumps, bursts - head - tail, 0.0)
+    rest = middle / (head - head // 2)  # (the weight of each extrapolated burst)
+    steps = int(np.minimum(bursts, head + tail).max())
     totals = np.zeros((3, lam.size))
-    late = np.zeros((3, lam.size))
-    for m in range(int(last.max())):
-        live = m < last
+    # per burst and stretch: packets, shortest and longest wait
+    count, lo, hi = (np.zeros((steps, 3, lam.size)) for _ in range(3))
+    grow = np.maximum(lam - 1.0 / ws, TINY)  # how fast the ring fills behind a drain
+    for m in range(steps):
+        idx = np.where(jumps & (m >= head), m + middle, m)
+        live = idx < bursts
+        start = idx * cycle
+        if m == head:  # past the extrapolated bursts: asleep, the grid's next tick
+            tick = np.ceil((start - ti) / period - 1e-9) * period - start
+            phi = np.where(jumps, tick, phi)
+        final = idx + 1 >= bursts
+        on_m = np.where(final, last_on, on)
         awake = carry > 0.0
-        backlog = np.where(awake, carry + a, a + phi + ti)
-        tail = np.minimum(backlog, cap)
-        merge = tail >= off
-        carry = np.where(merge, tail - off, 0.0)
-        # ticks after the drain ends, up to the next burst (none after the last one)
-        start = m * cycle
-        t1 = np.ceil((start + on + tail) / period - 1e-9) * period
-        count = np.where(merge | (m + 1 >= bursts), 0.0, np.clip(
-            np.ceil((start + cycle - t1) / (k_idle * period) - 1e-9), 0.0, None))
-        phi = np.where(merge, phi, t1 + count * k_idle * period - start - cycle)
-        step = np.stack([~awake, count, np.clip(backlog - cap, 0.0, None) / ws]) * live
-        totals += step
-        late += step * (m >= last // 2)
-    rest = np.clip(bursts - last, 0.0, None) / np.maximum(last - last // 2, 1.0)
-    return tuple(totals + late * rest)
+        woken = ~awake & (phi + ti < on_m)  # its first tick comes within the burst
+        after = ~awake & ~woken  # ... after the burst has ended
+        backlog = np.where(awake, carry, held * ws + phi + ti) + (lam * ws - 1.0) * on_m
+        filled = np.minimum(held + lam * on_m, ring)  # (after: what the ring holds)
+        # no tick before the next burst: the ring carries over
+        missed = after & ~final & (phi + ti >= cycle)
+        wake = after & ~missed
+        lost = np.where(after, held + lam * on_m - filled,
+                        np.clip(backlog - cap, 0.0, None) / ws)
+        # the stretches: asleep until s0 (what arrives waits for the drain to reach it),
+        # the ring filling behind the drain, the ring full
+        s0 = np.where(awake, 0.0, phi + ti)
+        t_a = np.clip(np.minimum(np.minimum(s0, on_m), (ring - held) / lam), 0.0, None)
+        q0 = np.where(awake, carry / ws, np.minimum(held + lam * s0, ring))
+        t_b = np.where(after, t_a, np.clip(np.minimum(on_m, s0 + (ring - q0) / grow), s0,
+                                           None))
+        weight = live * np.where((m >= head // 2) & (m < head), 1.0 + rest, 1.0)
+        count[m] = np.stack([lam * t_a, lam * (t_b - np.minimum(s0, t_b)),
+                             np.where(after, 0.0, (on_m - t_b) / ws)]) * weight
+        lo[m] = np.stack([s0 + (held + 1.0) * ws, (q0 + 1.0) * ws, (ring + 1.0) * ws])
+        hi[m] = np.stack([s0 - t_a + (held + lam * t_a) * ws,
+                          (q0 + grow * (t_b - s0) + 1.0) * ws, (ring + 1.0) * ws])
+        done = np.where(after, phi + ti + filled * ws, on_m + np.minimum(backlog, cap))
+        merge = ~missed & ~final & (done >= cycle)
+        carry = np.where(merge, done - cycle, 0.0)
+        held = np.where(missed, filled, 0.0)
+        # asleep after the drain: ticks from the first one at its end up to the next
+        # burst's first (a tick within Ti before the burst counts for the burst)
+        t1 = np.ceil((start + done) / period - 1e-9) * period
+        gaps = np.where(merge | missed | final, 0.0, np.clip(
+            np.ceil((start + cycle - ti - t1) / (k_idle * period) - 1e-9), 0.0, None))
+        phi = np.where(missed, phi - cycle,
+                       np.where(merge, phi, t1 + gaps * k_idle * period - start - cycle))
+        end = np.where(live, start + done, end)
+        totals += np.stack([woken | wake, gaps, lost]) * weight
+    lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
+    mean = (count * (lo + hi) / 2.0).sum(axis=(0, 1)) / np.maximum(count.sum(axis=(0, 1)),
+                                                                    TINY)
+    return (*totals, end, mean, _mixture_quantile(count, lo, hi, 0.99))
+
+
+def _mixture_quantile(count: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: float,
+                      rounds: int = 48) -> np.ndarray:
+    """The p-quantile, per element (last axis), of a mixture of uniform distributions on
+    [lo, hi] weighted by `count` (a point where lo = hi), by bisection."""
+    total = count.sum(axis=(0, 1))
+    a = np.where(count > 0, lo, np.inf).min(axis=(0, 1))
+    b = np.where(count > 0, hi, -np.inf).max(axis=(0, 1))
+    a, b = np.where(total > 0, a, 0.0), np.where(total > 0, b, 0.0)
+    width = np.maximum(hi - lo, TINY)
+    for _ in range(rounds):
+        x = (a + b) / 2.0
+        below = (count * np.clip((x - lo) / width, 0.0, 1.0)).sum(axis=(0, 1))
+        a, b = np.where(below < p * total, x, a), np.where(below < p * total, b, x)
+    return b
 
 
 def _window_overflow(lam: np.ndarray, per_burst: np.ndarray, cycle: np.ndarray,
