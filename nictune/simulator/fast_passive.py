@@ -4,10 +4,11 @@ tick comes ⌈(Ti + wait + drain)/T⌉ periods later.
 
 `passive` picks a model per element: cbr cycles followed packet by packet
 (`_passive_cbr`, `Cycles`), onoff bursts followed at their offsets against the ticks
-(`_passive_onoff`) or burst by burst past λw = 1 (`_passive_bursts`), the stationary
-distribution of a Markov chain on the ring content for Poisson with few packets a tick
-(`_passive_chain`) or on bins of it past λw = 0.4 (`_passive_binned`), and an iterated
-fluid map otherwise (`_passive_map`). docs/engines.md has the derivations.
+(`_passive_onoff`) or burst by burst past λw = 1 or with a tick a burst at most
+(`_passive_bursts`), the stationary distribution of a Markov chain on the ring content
+for Poisson with few packets a tick (`_passive_chain`) or on bins of it past λw = 0.4
+(`_passive_binned`), and an iterated fluid map otherwise (`_passive_map`).
+docs/engines.md has the derivations.
 """
 
 from __future__ import annotations
@@ -108,9 +109,10 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
     """Timer ticks every T; a tick that finds the consumer idle wakes it (`_passive_map`).
 
     onoff arrivals: when a burst holds several cycles, the cycle is that of the burst rate
-    and the gaps between bursts add idle ticks; when the cycle is longer than a burst, the
-    arrivals are treated as smooth at the average rate, except that the ring overflows by
-    the bursts a window holds (`_window_overflow`).
+    and the gaps between bursts add idle ticks; bursts the consumer cannot keep up with,
+    or that hold one tick at most, are followed burst by burst (`_passive_bursts`); a
+    cycle otherwise longer than a burst treats the arrivals as smooth at the average rate,
+    except that the ring overflows by the bursts a window holds (`_window_overflow`).
 
     `wait_mean`, `wait_busy`: a random wait before each drain on top of `delay`
     (`fast_shared.mix_waits`); the Poisson chains (exact and binned) draw it per drain in
@@ -194,8 +196,9 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
             lam[ev], ws[ev], ti[ev], period[ev], ring[ev], delay[ev], cx.n[ev],
             cx.c("per_burst")[ev], bursts[ev], cx.c("cycle")[ev])
         delivered[ev] = cx.n[ev] - np.minimum(lost, cx.n[ev])
-    # bursts the consumer cannot keep up with: burst by burst on the tick grid
-    follow = np.flatnonzero(bursty & (lam * ws >= 1.0))
+    # bursts the consumer cannot keep up with, or that hold one tick at most: burst by
+    # burst on the tick grid
+    follow = np.flatnonzero(cx.onoff & ((lam * ws >= 1.0) | (k_idle * period >= on)))
     if follow.size:
         wakes, gaps, lost, ends, mean, p99 = _passive_bursts(
             lam[follow], ws[follow], ti[follow], period[follow], ring[follow], on[follow],
@@ -247,107 +250,187 @@ def _passive_bursts(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.
                     bursts: np.ndarray, k_idle: np.ndarray, head: int = 112, tail: int = 16
                     ) -> tuple[np.ndarray, ...]:
     """(wake-ups that find packets, empty wake-ups, packets dropped, end of the last drain
-    from the first arrival, mean and 99th-percentile latency) of onoff arrivals whose
-    bursts outrun the consumer (λw ≥ 1), followed burst by burst on the tick grid (ticks at
-    j·T from the first arrival; a tick within Ti before a burst starts finds its first
-    packets when its handler ends).
+    from the first arrival, mean and 99th-percentile latency) of onoff arrivals followed
+    burst by burst on the tick grid (ticks at j·T from the first arrival; a tick within Ti
+    before a burst starts finds its first packets when its handler ends): bursts that
+    outrun the consumer (λw ≥ 1), or that hold at most one tick (T ≥ on).
 
     Awake when a burst starts (a drain left over: `carry` s of it), the consumer drains all
-    through the burst; asleep, it wakes at the burst's first tick, φ in, and then does. A
-    burst that outruns it leaves a backlog of a + φ + Ti (a = (λw − 1)·on; what the ring
-    held before added, in time units), capped by the ring (the excess is dropped), which
-    drains after the burst. When the burst ends before its first tick, the ring keeps what
-    it can and the tick drains it — in the gap or, when no tick comes before the next
-    burst, ahead of that burst's packets. A drain that outlasts the gap runs into the next
-    burst; otherwise the consumer sleeps and the ticks left in the gap are empty wake-ups
-    (every k ticks when Ti spans k). The last burst holds what is left of the packets.
+    through the burst; asleep, it wakes at the burst's first tick, φ in, with what the
+    ring kept (the rest is dropped). Draining, its ring fills at λ − 1/w: up to R, the
+    excess dropped (λw ≥ 1), or it catches up and sleeps, the rest of the burst waiting in
+    the ring for the next tick (λw < 1). A burst that ends before its first tick leaves
+    the ring for that tick too. A ring left for a tick is drained at it — in the gap or,
+    when no tick comes before the next burst, ahead of that burst's packets. A drain that
+    outlasts the gap runs into the next burst; otherwise the consumer sleeps and the ticks
+    left in the gap are empty wake-ups (every k ticks when Ti spans k). The last burst
+    holds what is left of the packets.
 
     Latency: a burst's accepted packets wait in up to three stretches, each a linear
     function of the arrival time (so evenly spread between its ends): arriving while the
-    consumer sleeps (until the drain reaches them), while the ring fills behind the drain,
-    and while it is full ((R + 1)·w).
+    consumer sleeps (until the drain reaches them), while it drains (the ring filling or
+    emptying behind it), and after that — the ring full ((R + 1)·w), or asleep again until
+    the next tick.
 
     φ moves by the burst period modulo T from burst to burst. The first `head` bursts and
-    the last `tail` are followed (the last from the grid's tick and the state the first
-    ones left), the ones between extrapolated from the second half of the first.
+    the last `tail` are followed, the ones between extrapolated from the second half of
+    the first; the last start from the grid's tick and the state the first ones left (a
+    sleeping consumer whose ticks are further apart than bursts: with what arrived since
+    the tick before). Compiled, element by element (`_bursts_one`).
     """
-    cap = ring * ws  # the longest drain a full ring holds
-    carry = np.zeros(lam.size)  # drain left when a burst starts (0: asleep)
-    held = np.zeros(lam.size)  # packets in the ring of a sleeping consumer at a burst's start
-    phi = period.copy()  # the first tick is one period after the first arrival
-    end = np.zeros(lam.size)
+    out = np.zeros((6, lam.size))
+    _bursts_each(*(np.asarray(a, float) for a in (lam, ws, ti, period, ring, on, last_on,
+                                                  cycle, bursts, k_idle)), head, tail, out)
+    return tuple(out)
+
+
+@compiled
+def _bursts_each(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
+                 ring: np.ndarray, on: np.ndarray, last_on: np.ndarray, cycle: np.ndarray,
+                 bursts: np.ndarray, k_idle: np.ndarray, head: int, tail: int,
+                 out: np.ndarray) -> None:
+    """`_passive_bursts` element by element into `out` (its six results by rows)."""
+    for i in range(lam.size):
+        out[:, i] = _bursts_one(lam[i], ws[i], ti[i], period[i], ring[i], on[i], last_on[i],
+                                cycle[i], bursts[i], k_idle[i], head, tail)
+
+
+@compiled
+def _bursts_one(lam: float, ws: float, ti: float, period: float, ring: float, on: float,
+                last_on: float, cycle: float, bursts: float, k_idle: float, head: int,
+                tail: int) -> tuple[float, float, float, float, float, float]:
+    """`_passive_bursts` of one element."""
+    carry = 0.0  # drain left when a burst starts (0: asleep)
+    held = 0.0  # packets in the ring of a sleeping consumer at a burst's start
+    phi = period  # the first tick is one period after the first arrival
+    end = wakes = empty = dropped = 0.0
     jumps = bursts > head + tail
-    middle = np.where(jumps, bursts - head - tail, 0.0)
+    middle = bursts - head - tail if jumps else 0.0
     rest = middle / (head - head // 2)  # (the weight of each extrapolated burst)
-    steps = int(np.minimum(bursts, head + tail).max())
-    totals = np.zeros((3, lam.size))
+    steps = int(min(bursts, head + tail))
     # per burst and stretch: packets, shortest and longest wait
-    count, lo, hi = (np.zeros((steps, 3, lam.size)) for _ in range(3))
-    grow = np.maximum(lam - 1.0 / ws, TINY)  # how fast the ring fills behind a drain
+    count, lo, hi = np.zeros(3 * steps), np.zeros(3 * steps), np.zeros(3 * steps)
+    g = lam - 1.0 / ws  # how fast the ring fills (< 0: empties) behind a drain
+    fills = g >= 0.0
     for m in range(steps):
-        idx = np.where(jumps & (m >= head), m + middle, m)
-        live = idx < bursts
+        idx = m + middle if jumps and m >= head else float(m)
         start = idx * cycle
-        if m == head:  # past the extrapolated bursts: asleep, the grid's next tick
-            tick = np.ceil((start - ti) / period - 1e-9) * period - start
-            phi = np.where(jumps, tick, phi)
-        final = idx + 1 >= bursts
-        on_m = np.where(final, last_on, on)
+        if jumps and m == head:
+            # past the extrapolated bursts, a sleeping consumer waits for the grid's next
+            # tick, and where ticks are further apart than bursts, with what arrived since
+            # the one before
+            tick = math.ceil((start - ti) / period - 1e-9) * period - start
+            if carry <= 0.0 and k_idle * period > cycle:
+                since = min(tick - period + ti, 0.0)
+                back = (_arrived(start, lam * on, lam, cycle)
+                        - _arrived(start + since, lam * on, lam, cycle))
+                held = max(min(back, ring), 0.0)
+            phi = tick
+        final = idx + 1.0 >= bursts
+        on_m = last_on if final else on
         awake = carry > 0.0
-        woken = ~awake & (phi + ti < on_m)  # its first tick comes within the burst
-        after = ~awake & ~woken  # ... after the burst has ended
-        backlog = np.where(awake, carry, held * ws + phi + ti) + (lam * ws - 1.0) * on_m
-        filled = np.minimum(held + lam * on_m, ring)  # (after: what the ring holds)
-        # no tick before the next burst: the ring carries over
-        missed = after & ~final & (phi + ti >= cycle)
-        wake = after & ~missed
-        lost = np.where(after, held + lam * on_m - filled,
-                        np.clip(backlog - cap, 0.0, None) / ws)
-        # the stretches: asleep until s0 (what arrives waits for the drain to reach it),
-        # the ring filling behind the drain, the ring full
-        s0 = np.where(awake, 0.0, phi + ti)
-        t_a = np.clip(np.minimum(np.minimum(s0, on_m), (ring - held) / lam), 0.0, None)
-        q0 = np.where(awake, carry / ws, np.minimum(held + lam * s0, ring))
-        t_b = np.where(after, t_a, np.clip(np.minimum(on_m, s0 + (ring - q0) / grow), s0,
-                                           None))
-        weight = live * np.where((m >= head // 2) & (m < head), 1.0 + rest, 1.0)
-        count[m] = np.stack([lam * t_a, lam * (t_b - np.minimum(s0, t_b)),
-                             np.where(after, 0.0, (on_m - t_b) / ws)]) * weight
-        lo[m] = np.stack([s0 + (held + 1.0) * ws, (q0 + 1.0) * ws, (ring + 1.0) * ws])
-        hi[m] = np.stack([s0 - t_a + (held + lam * t_a) * ws,
-                          (q0 + grow * (t_b - s0) + 1.0) * ws, (ring + 1.0) * ws])
-        done = np.where(after, phi + ti + filled * ws, on_m + np.minimum(backlog, cap))
-        merge = ~missed & ~final & (done >= cycle)
-        carry = np.where(merge, done - cycle, 0.0)
-        held = np.where(missed, filled, 0.0)
+        woken = not awake and phi + ti < on_m  # its first tick comes within the burst
+        after = not awake and not woken  # ... after the burst has ended
+        s0 = 0.0 if awake else phi + ti  # the drain starts
+        # asleep until s0: the ring keeps what it has room for
+        t_a = 0.0 if awake else min(s0, on_m)
+        kept_a = max(min(lam * t_a, ring - held), 0.0)
+        q0 = carry / ws if awake else held + kept_a
+        # draining until the ring is full (λw ≥ 1) or empty (λw < 1), or the burst ends
+        span = 0.0 if after else on_m - s0
+        limit = (ring - q0) / max(g, 1e-12) if fills else q0 / max(-g, 1e-12)
+        d_b = max(min(span, limit), 0.0)
+        caught = not fills and not after and limit < span
+        q_end = 0.0 if caught else q0 + g * d_b
+        rest_t = span - d_b  # the ring full, or asleep after catching up
+        e = s0 + d_b  # (caught: when it sleeps)
+        kept_d = min(lam * rest_t, ring) if caught else 0.0
+        lost = lam * t_a - kept_a
+        if fills:
+            lost += g * rest_t
+        if caught:
+            lost += lam * rest_t - kept_d
+        # a ring left for a tick: the burst ended before its first tick, or it caught up
+        left = after or caught
+        ring_left = q0 if after else kept_d
+        phi_n = phi if after else math.ceil((start + e) / period - 1e-9) * period - start
+        missed = left and not final and phi_n + ti >= cycle  # no tick before the next burst
+        drains = left and not missed and ring_left > 0.0
+        s1 = phi_n + ti
+        weight = 1.0 + rest if head // 2 <= m < head else 1.0
+        j = 3 * m
+        count[j] = kept_a * weight
+        lo[j] = s0 + (held + 1.0) * ws
+        hi[j] = s0 - kept_a / lam + (held + kept_a) * ws
+        count[j + 1] = lam * d_b * weight
+        lo[j + 1] = (q0 + 1.0) * ws
+        hi[j + 1] = (q_end + 1.0) * ws
+        if fills:
+            count[j + 2] = rest_t / ws * weight
+            lo[j + 2] = hi[j + 2] = (ring + 1.0) * ws
+        else:
+            count[j + 2] = kept_d * weight
+            lo[j + 2] = s1 - e + ws
+            hi[j + 2] = s1 - e - kept_d / lam + kept_d * ws
+        # the last drain of the burst ends (a ring left for a tick: at that tick's)
+        done = (s1 + ring_left * ws if drains else e) if left else on_m + q_end * ws
+        merge = not missed and not final and done >= cycle
+        carry = done - cycle if merge else 0.0
+        held = ring_left if missed else 0.0
         # asleep after the drain: ticks from the first one at its end up to the next
         # burst's first (a tick within Ti before the burst counts for the burst)
-        t1 = np.ceil((start + done) / period - 1e-9) * period
-        gaps = np.where(merge | missed | final, 0.0, np.clip(
-            np.ceil((start + cycle - ti - t1) / (k_idle * period) - 1e-9), 0.0, None))
-        phi = np.where(missed, phi - cycle,
-                       np.where(merge, phi, t1 + gaps * k_idle * period - start - cycle))
-        end = np.where(live, start + done, end)
-        totals += np.stack([woken | wake, gaps, lost]) * weight
-    lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
-    mean = (count * (lo + hi) / 2.0).sum(axis=(0, 1)) / np.maximum(count.sum(axis=(0, 1)),
-                                                                    TINY)
-    return (*totals, end, mean, _mixture_quantile(count, lo, hi, 0.99))
+        t2 = math.ceil((start + done) / period - 1e-9) * period
+        gaps = 0.0
+        if not (merge or missed or final):
+            gaps = max(math.ceil((start + cycle - ti - t2) / (k_idle * period) - 1e-9), 0.0)
+        if missed:
+            phi = phi_n - cycle
+        elif not merge:
+            phi = t2 + gaps * k_idle * period - start - cycle
+        end = start + done
+        wakes += ((1.0 if woken else 0.0) + (1.0 if drains else 0.0)) * weight
+        empty += gaps * weight
+        dropped += lost * weight
+    total = 0.0
+    for j in range(3 * steps):
+        if lo[j] > hi[j]:
+            lo[j], hi[j] = hi[j], lo[j]
+        total += count[j]
+    mean = 0.0
+    for j in range(3 * steps):
+        mean += count[j] * (lo[j] + hi[j]) / 2.0
+    mean /= max(total, 1e-12)
+    return wakes, empty, dropped, end, mean, _mixture_quantile(count, lo, hi, 0.99)
 
 
+@compiled
+def _arrived(t: float, per_burst: float, lam: float, cycle: float) -> float:
+    """Packets of onoff arrivals (bursts of `per_burst` at λ every `cycle` s, the first
+    at 0) by time t."""
+    return math.floor(t / cycle) * per_burst + min(lam * (t - math.floor(t / cycle) * cycle),
+                                                    per_burst)
+
+
+@compiled
 def _mixture_quantile(count: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: float,
-                      rounds: int = 48) -> np.ndarray:
-    """The p-quantile, per element (last axis), of a mixture of uniform distributions on
-    [lo, hi] weighted by `count` (a point where lo = hi), by bisection."""
-    total = count.sum(axis=(0, 1))
-    a = np.where(count > 0, lo, np.inf).min(axis=(0, 1))
-    b = np.where(count > 0, hi, -np.inf).max(axis=(0, 1))
-    a, b = np.where(total > 0, a, 0.0), np.where(total > 0, b, 0.0)
-    width = np.maximum(hi - lo, TINY)
+                      rounds: int = 40) -> float:
+    """The p-quantile of a mixture of uniform distributions on [lo, hi] weighted by
+    `count` (a point where lo = hi), by bisection (to 2⁻⁴⁰ of their range)."""
+    keep = np.flatnonzero(count > 0.0)
+    c, a_, b_ = count[keep], lo[keep], hi[keep]
+    if not c.size:
+        return 0.0
+    total, a, b = c.sum(), a_.min(), b_.max()
+    slope = 1.0 / np.maximum(b_ - a_, 1e-12)
     for _ in range(rounds):
         x = (a + b) / 2.0
-        below = (count * np.clip((x - lo) / width, 0.0, 1.0)).sum(axis=(0, 1))
-        a, b = np.where(below < p * total, x, a), np.where(below < p * total, b, x)
+        below = 0.0
+        for j in range(c.size):
+            below += c[j] * min(max((x - a_[j]) * slope[j], 0.0), 1.0)
+        if below < p * total:
+            a = x
+        else:
+            b = x
     return b
 
 

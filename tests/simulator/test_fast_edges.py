@@ -220,3 +220,17 @@ def test_many_bursts_end_on_the_grid_tick():
     assert fast.duration_s == pytest.approx(des.duration_s, rel=1e-3)
     assert fast.packets_delivered == pytest.approx(des.packets_delivered, rel=0.05)
     assert fast.interrupts == pytest.approx(des.interrupts, rel=0.05)
+
+
+@pytest.mark.parametrize("poll", ["30ms", "300ms"])
+def test_bursts_the_core_keeps_up_with_under_a_poll_longer_than_a_burst(poll):
+    """0.9 Mpps bursts of 10 ms every 30 ms on a 1 Mpps core, a 512-slot ring: the tick's
+    drain catches up slowly (λw = 0.9) and the rest of the burst waits in the ring for
+    the next tick. Taken as an averaged cycle, the engine delivered 12 085 and 1 209
+    packets of the DES's 82 053 and 5 627."""
+    fast, des = overrun("9524kB", poll, off="20ms", rate="300kpps", ring=512)
+    assert fast.packets_delivered == pytest.approx(des.packets_delivered, rel=0.01)
+    assert fast.interrupts == des.interrupts
+    assert fast.duration_s == pytest.approx(des.duration_s, rel=0.01)
+    assert fast.latency_mean_s == pytest.approx(des.latency_mean_s, rel=0.05)
+    assert fast.latency_p99_s == pytest.approx(des.latency_p99_s, rel=0.05)
