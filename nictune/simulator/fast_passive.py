@@ -34,6 +34,7 @@ from nictune.simulator.fast_cycles import Cycles
 
 # (ring states, drain lengths) of the passive_wait chains, smallest first
 CHAIN_SIZES = ((8, 24), (16, 48), (24, 80), (32, 120), (40, 160))
+INNER = 8  # `_passive_bursts`: wake-ups within a burst after its first that it follows
 
 
 def _normal_nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -198,7 +199,7 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
         delivered[ev] = cx.n[ev] - np.minimum(lost, cx.n[ev])
     # bursts the consumer cannot keep up with, or that hold one tick at most: burst by
     # burst on the tick grid
-    follow = np.flatnonzero(cx.onoff & ((lam * ws >= 1.0) | (k_idle * period >= on)))
+    follow = np.flatnonzero(cx.onoff & ((lam * ws >= 1.0) | (INNER * k_idle * period >= on)))
     if follow.size:
         wakes, gaps, lost, ends, mean, p99 = _passive_bursts(
             lam[follow], ws[follow], ti[follow], period[follow], ring[follow], on[follow],
@@ -290,16 +291,22 @@ def _bursts_each(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
                  bursts: np.ndarray, k_idle: np.ndarray, head: int, tail: int,
                  out: np.ndarray) -> None:
     """`_passive_bursts` element by element into `out` (its six results by rows)."""
+    # the stretches of waits of the bursts followed (packets, shortest and longest wait):
+    # per burst, asleep, then each drain and the sleep after it, then the ring full or the
+    # rest of the burst asleep
+    size = (3 + 2 * INNER) * (head + tail)
+    pieces = np.zeros((3, size))
     for i in range(lam.size):
         out[:, i] = _bursts_one(lam[i], ws[i], ti[i], period[i], ring[i], on[i], last_on[i],
-                                cycle[i], bursts[i], k_idle[i], head, tail)
+                                cycle[i], bursts[i], k_idle[i], head, tail, pieces)
 
 
 @compiled
 def _bursts_one(lam: float, ws: float, ti: float, period: float, ring: float, on: float,
                 last_on: float, cycle: float, bursts: float, k_idle: float, head: int,
-                tail: int) -> tuple[float, float, float, float, float, float]:
-    """`_passive_bursts` of one element."""
+                tail: int, pieces: np.ndarray) -> tuple[float, float, float, float, float,
+                                                        float]:
+    """`_passive_bursts` of one element (`pieces`: room for its stretches of waits)."""
     carry = 0.0  # drain left when a burst starts (0: asleep)
     held = 0.0  # packets in the ring of a sleeping consumer at a burst's start
     phi = period  # the first tick is one period after the first arrival
@@ -308,8 +315,8 @@ def _bursts_one(lam: float, ws: float, ti: float, period: float, ring: float, on
     middle = bursts - head - tail if jumps else 0.0
     rest = middle / (head - head // 2)  # (the weight of each extrapolated burst)
     steps = int(min(bursts, head + tail))
-    # per burst and stretch: packets, shortest and longest wait
-    count, lo, hi = np.zeros(3 * steps), np.zeros(3 * steps), np.zeros(3 * steps)
+    count, lo, hi = pieces[0], pieces[1], pieces[2]
+    n_p = 0  # stretches so far
     g = lam - 1.0 / ws  # how fast the ring fills (< 0: empties) behind a drain
     fills = g >= 0.0
     for m in range(steps):
@@ -336,42 +343,57 @@ def _bursts_one(lam: float, ws: float, ti: float, period: float, ring: float, on
         t_a = 0.0 if awake else min(s0, on_m)
         kept_a = max(min(lam * t_a, ring - held), 0.0)
         q0 = carry / ws if awake else held + kept_a
-        # draining until the ring is full (λw ≥ 1) or empty (λw < 1), or the burst ends
-        span = 0.0 if after else on_m - s0
-        limit = (ring - q0) / max(g, 1e-12) if fills else q0 / max(-g, 1e-12)
-        d_b = max(min(span, limit), 0.0)
-        caught = not fills and not after and limit < span
-        q_end = 0.0 if caught else q0 + g * d_b
-        rest_t = span - d_b  # the ring full, or asleep after catching up
-        e = s0 + d_b  # (caught: when it sleeps)
-        kept_d = min(lam * rest_t, ring) if caught else 0.0
+        weight = 1.0 + rest if head // 2 <= m < head else 1.0
+        n_p = _put(count, lo, hi, n_p, kept_a * weight, s0 + (held + 1.0) * ws,
+             s0 - kept_a / lam + (held + kept_a) * ws)
         lost = lam * t_a - kept_a
-        if fills:
-            lost += g * rest_t
-        if caught:
-            lost += lam * rest_t - kept_d
+        # draining from s with q packets until the ring is full (λw ≥ 1: the excess is
+        # dropped) or empty (λw < 1: asleep until the next tick, which may come within
+        # the burst, up to INNER times), or the burst ends
+        s, q, q_end, e, extra, caught = s0, q0, 0.0, s0, 0, False
+        t1 = phi
+        if fills and not after:
+            d = max(min(on_m - s, (ring - q) / max(g, 1e-12)), 0.0)
+            q_end = q + g * d
+            n_p = _put(count, lo, hi, n_p, lam * d * weight, (q + 1.0) * ws,
+                 (q_end + 1.0) * ws)
+            lost += g * (on_m - s - d)
+            n_p = _put(count, lo, hi, n_p, (on_m - s - d) / ws * weight, (ring + 1.0) * ws,
+                 (ring + 1.0) * ws)
+        while not fills and not after:
+            limit = q / max(-g, 1e-12)  # until it catches up
+            if limit >= on_m - s:  # still draining when the burst ends
+                q_end = q + g * (on_m - s)
+                n_p = _put(count, lo, hi, n_p, lam * (on_m - s) * weight, (q + 1.0) * ws,
+                     (q_end + 1.0) * ws)
+                break
+            n_p = _put(count, lo, hi, n_p, lam * limit * weight, (q + 1.0) * ws, ws)
+            e = s + limit
+            t1 = math.ceil((start + e) / period - 1e-9) * period - start
+            if t1 + ti >= on_m or extra == INNER:
+                caught = True
+                break
+            # a tick within the burst: what arrived since e waits for its drain
+            s = t1 + ti
+            q = min(lam * (s - e), ring)
+            lost += lam * (s - e) - q
+            n_p = _put(count, lo, hi, n_p, q * weight, s - e + ws,
+                       s - e - q / lam + q * ws)
+            extra += 1
         # a ring left for a tick: the burst ended before its first tick, or it caught up
+        # (the rest of the burst waits in the ring)
         left = after or caught
+        kept_d = min(lam * (on_m - e), ring) if caught else 0.0
+        if caught:
+            lost += lam * (on_m - e) - kept_d
         ring_left = q0 if after else kept_d
-        phi_n = phi if after else math.ceil((start + e) / period - 1e-9) * period - start
+        phi_n = phi if after else t1
         missed = left and not final and phi_n + ti >= cycle  # no tick before the next burst
         drains = left and not missed and ring_left > 0.0
         s1 = phi_n + ti
-        weight = 1.0 + rest if head // 2 <= m < head else 1.0
-        j = 3 * m
-        count[j] = kept_a * weight
-        lo[j] = s0 + (held + 1.0) * ws
-        hi[j] = s0 - kept_a / lam + (held + kept_a) * ws
-        count[j + 1] = lam * d_b * weight
-        lo[j + 1] = (q0 + 1.0) * ws
-        hi[j + 1] = (q_end + 1.0) * ws
-        if fills:
-            count[j + 2] = rest_t / ws * weight
-            lo[j + 2] = hi[j + 2] = (ring + 1.0) * ws
-        else:
-            count[j + 2] = kept_d * weight
-            lo[j + 2] = s1 - e + ws
-            hi[j + 2] = s1 - e - kept_d / lam + kept_d * ws
+        if caught:
+            n_p = _put(count, lo, hi, n_p, kept_d * weight, s1 - e + ws,
+                 s1 - e - kept_d / lam + kept_d * ws)
         # the last drain of the burst ends (a ring left for a tick: at that tick's)
         done = (s1 + ring_left * ws if drains else e) if left else on_m + q_end * ws
         merge = not missed and not final and done >= cycle
@@ -388,19 +410,27 @@ def _bursts_one(lam: float, ws: float, ti: float, period: float, ring: float, on
         elif not merge:
             phi = t2 + gaps * k_idle * period - start - cycle
         end = start + done
-        wakes += ((1.0 if woken else 0.0) + (1.0 if drains else 0.0)) * weight
+        wakes += ((1.0 if woken else 0.0) + (1.0 if drains else 0.0) + extra) * weight
         empty += gaps * weight
         dropped += lost * weight
-    total = 0.0
-    for j in range(3 * steps):
-        if lo[j] > hi[j]:
-            lo[j], hi[j] = hi[j], lo[j]
+    total = mean = 0.0
+    for j in range(n_p):
         total += count[j]
-    mean = 0.0
-    for j in range(3 * steps):
         mean += count[j] * (lo[j] + hi[j]) / 2.0
     mean /= max(total, 1e-12)
-    return wakes, empty, dropped, end, mean, _mixture_quantile(count, lo, hi, 0.99)
+    return (wakes, empty, dropped, end, mean,
+            _mixture_quantile(count[:n_p], lo[:n_p], hi[:n_p], 0.99))
+
+
+@compiled
+def _put(count: np.ndarray, lo: np.ndarray, hi: np.ndarray, j: int, c: float, a: float,
+         b: float) -> int:
+    """A stretch of `_bursts_one` at j: c packets whose waits spread evenly between a
+    and b (none where c ≤ 0); returns where the next one goes."""
+    if c <= 0.0:
+        return j
+    count[j], lo[j], hi[j] = c, min(a, b), max(a, b)
+    return j + 1
 
 
 @compiled
@@ -413,25 +443,26 @@ def _arrived(t: float, per_burst: float, lam: float, cycle: float) -> float:
 
 @compiled
 def _mixture_quantile(count: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: float,
-                      rounds: int = 40) -> float:
-    """The p-quantile of a mixture of uniform distributions on [lo, hi] weighted by
-    `count` (a point where lo = hi), by bisection (to 2⁻⁴⁰ of their range)."""
-    keep = np.flatnonzero(count > 0.0)
-    c, a_, b_ = count[keep], lo[keep], hi[keep]
-    if not c.size:
+                      rounds: int = 20) -> float:
+    """The p-quantile of a mixture of uniform distributions on [lo, hi] (lo ≤ hi; a point
+    where lo = hi) weighted by `count` (> 0): bisection to 2⁻²⁰ of their range, then
+    linear between the two ends (the mixture's distribution is piecewise linear)."""
+    if not count.size:
         return 0.0
-    total, a, b = c.sum(), a_.min(), b_.max()
-    slope = 1.0 / np.maximum(b_ - a_, 1e-12)
+    target = p * count.sum()
+    a, b = lo.min(), hi.max()
+    fa, fb = 0.0, count.sum()
+    slope = 1.0 / np.maximum(hi - lo, 1e-12)
     for _ in range(rounds):
         x = (a + b) / 2.0
         below = 0.0
-        for j in range(c.size):
-            below += c[j] * min(max((x - a_[j]) * slope[j], 0.0), 1.0)
-        if below < p * total:
-            a = x
+        for j in range(count.size):
+            below += count[j] * min(max((x - lo[j]) * slope[j], 0.0), 1.0)
+        if below < target:
+            a, fa = x, below
         else:
-            b = x
-    return b
+            b, fb = x, below
+    return a + (b - a) * min(max((target - fa) / max(fb - fa, 1e-300), 0.0), 1.0)
 
 
 def _window_overflow(lam: np.ndarray, per_burst: np.ndarray, cycle: np.ndarray,

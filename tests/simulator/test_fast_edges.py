@@ -222,12 +222,13 @@ def test_many_bursts_end_on_the_grid_tick():
     assert fast.interrupts == pytest.approx(des.interrupts, rel=0.05)
 
 
-@pytest.mark.parametrize("poll", ["30ms", "300ms"])
-def test_bursts_the_core_keeps_up_with_under_a_poll_longer_than_a_burst(poll):
-    """0.9 Mpps bursts of 10 ms every 30 ms on a 1 Mpps core, a 512-slot ring: the tick's
-    drain catches up slowly (λw = 0.9) and the rest of the burst waits in the ring for
-    the next tick. Taken as an averaged cycle, the engine delivered 12 085 and 1 209
-    packets of the DES's 82 053 and 5 627."""
+@pytest.mark.parametrize("poll", ["2ms", "4ms", "30ms", "300ms"])
+def test_bursts_the_core_keeps_up_with_under_a_few_ticks_a_burst(poll):
+    """0.9 Mpps bursts of 10 ms every 30 ms on a 1 Mpps core, a 512-slot ring: a tick's
+    drain catches up slowly (λw = 0.9), the consumer sleeps, and what arrives meanwhile
+    waits for the next tick, within the burst or after it. Taken as an averaged cycle,
+    the engine delivered 141 097, 105 823, 12 085 and 1 209 packets of the DES's
+    123 019, 92 131, 82 053 and 5 627."""
     fast, des = overrun("9524kB", poll, off="20ms", rate="300kpps", ring=512)
     assert fast.packets_delivered == pytest.approx(des.packets_delivered, rel=0.01)
     assert fast.interrupts == des.interrupts
