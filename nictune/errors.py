@@ -8,6 +8,9 @@ from typing import Any
 
 import yaml
 
+# (Python reads no integer of more than 4 300 digits: int_max_str_digits)
+TOO_LONG = "an integer of more digits than can be read (4 300)"
+
 
 class InputError(Exception):
     """Bad input: a config, inventory, plan, option or remote output. Exit code 2.
@@ -62,3 +65,5 @@ def read_yaml(path: Path, what: str, error: type[InputError] = InputError) -> An
         raise error(f"{path}: invalid YAML{at}: {problem}") from None
     except RecursionError:
         raise error(f"{path}: invalid YAML: nested too deeply") from None
+    except ValueError:  # (an integer past Python's 4 300-digit limit for reading one)
+        raise error(f"{path}: invalid YAML: {TOO_LONG}") from None

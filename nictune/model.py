@@ -28,6 +28,7 @@ from nictune.units import (
     parse_power,
     parse_rate,
     parse_size,
+    shown_int,
 )
 
 MODES = ("active_wait", "passive_wait", "watermark", "busy_poll")
@@ -271,7 +272,7 @@ def _fmt(value: float | None) -> str:
     if value is None:
         return "?"
     if isinstance(value, int):
-        return str(value) if len(str(value)) <= 20 else f"an integer of {len(str(value))} digits"
+        return shown_int(value)
     return str(int(value)) if value.is_integer() else f"{value:g}"
 
 

@@ -28,14 +28,19 @@ BYTERATE_UNITS: dict[str, float] = {k + "/s": v for k, v in SIZE_UNITS.items()}
 POWER_UNITS: dict[str, float] = {"W": 1.0, "mW": 1e-3, "kW": 1e3}
 
 
+def shown_int(value: int) -> str:
+    """An integer for a message: its digits, or how many there are past 20."""
+    text = str(value)
+    return text if len(text) <= 20 else f"an integer of {len(text)} digits"
+
+
 def as_float(value: int | float) -> float:
     """`value` as a float; an integer beyond float's range is a ValueError like any bad
     number (float() raises OverflowError there)."""
     try:
         return float(value)
     except OverflowError:
-        raise ValueError(f"must be a finite number, got an integer of {len(str(value))} "
-                         "digits") from None
+        raise ValueError(f"must be a finite number, got {shown_int(int(value))}") from None
 
 
 def _split(value: object, kind: str) -> tuple[float, str]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from nictune.errors import InputError
+from nictune.errors import TOO_LONG, InputError
 from nictune.files import atomic_write
 from nictune.optimizer.archive import HostArchive
 from nictune.optimizer.objectives import PREFERENCES
@@ -100,6 +100,8 @@ def load_checkpoint(directory: str | Path) -> State:
                          "run without --resume to start") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: damaged checkpoint: {exc.msg} at line {exc.lineno}") from None
+    except ValueError:  # (an integer past Python's limit for reading one)
+        raise InputError(f"{path}: damaged checkpoint: {TOO_LONG}") from None
     if not isinstance(raw, dict) or raw.get("nictune_checkpoint") != CHECKPOINT_FORMAT:
         raise InputError(f"{path}: not a nictune checkpoint (nictune_checkpoint: "
                          f"{CHECKPOINT_FORMAT} expected)")

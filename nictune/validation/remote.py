@@ -138,7 +138,7 @@ def measure(rx: Receiver, sender: Connection, spec: traffic.TrafficSpec,
     rx.conn.run(["rm", "-f", ready, out, out + ".log"])
     try:
         result = json.loads(text)
-    except json.JSONDecodeError:
+    except ValueError:  # (not JSON, or an integer past Python's limit for reading one)
         raise RunError(f"{rx.host.name}: the agent wrote no JSON: {text[:200]!r}") from None
     if "error" in result:
         raise RunError(f"{rx.host.name}: agent failed: {result['error']}")

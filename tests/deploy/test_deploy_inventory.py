@@ -169,6 +169,8 @@ def test_bad_options_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     (b"hosts:\n  rx1: {address: 192.0.2.1}\n  rx1: {address: 192.0.2.2}\n",
      "duplicate key 'rx1'"),
     (b'hosts:\n  "bad\\nhost": {address: 192.0.2.1}\n', "bad\\nhost"),  # (one line)
+    (b"hosts: {rx1: {address: 192.0.2.1, port: " + b"9" * 5000 + b"}}\n",
+     "an integer of more digits than can be read"),
 ])
 def test_unreadable_inventories_are_one_line_errors(tmp_path: Path, text: bytes, message: str,
                                                     capsys: pytest.CaptureFixture[str]) -> None:

@@ -107,6 +107,10 @@ def test_optimizer_cli_bad_inputs_exit_2(small_config: Path, tmp_path: Path,
     (out / "checkpoint.json").write_text("{not json")
     assert main(["optimize", str(small_config), "--resume", str(out)]) == 2
     assert "damaged checkpoint" in capsys.readouterr().err
+    # (an integer Python refuses to read: a ValueError traceback)
+    (out / "checkpoint.json").write_text('{"generation": ' + "9" * 5000 + "}")
+    assert main(["optimize", str(small_config), "--resume", str(out)]) == 2
+    assert "damaged checkpoint: an integer of more digits" in capsys.readouterr().err
 
 
 def test_optimize_and_simulate_agree_on_a_nics_default(

@@ -245,6 +245,11 @@ def test_unreadable_file_and_invalid_yaml(tmp_path):
     bad.write_text("hosts: {h1: [\n")
     with pytest.raises(ConfigError, match=r"bad\.yaml: invalid YAML at line"):
         load_config(bad)
+    # (Python reads no integer of more than 4 300 digits: a ValueError traceback)
+    bad.write_text("hosts: {h1: {cores: " + "9" * 5000 + "}}\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: invalid YAML: an integer of more "
+                                          r"digits than can be read"):
+        load_config(bad)
 
 
 def test_host_profile_is_the_base_and_keys_override(tmp_path):
