@@ -733,18 +733,27 @@ def _group(offset: float, nw: float, lam: float, w: float, ti: float, delay: flo
 
 
 def _backlog_wait(lam: np.ndarray, r: np.ndarray, on: np.ndarray, cap: np.ndarray,
-                  peak: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                  peak: np.ndarray, w: np.ndarray, late: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """Mean and longest wait of the delivered packets of a queue served at r < λ while
-    packets arrive for `on` s and at 1/w after: it grows linearly towards `peak` packets,
-    and once it holds `cap` it admits only r a second. A packet that finds Q ahead waits
-    Q / r, or, if the arrivals end first, until then and Q − r·(time left) packets of w
-    more (Gauss–Legendre over the arrival time)."""
+    packets arrive for `on` s and at 1/w after: it grows linearly towards `peak` packets
+    or, served only from `late` s in (a watermark's consumer asleep until then), at λ
+    until then and at λ − r after; once it holds `cap` it admits only r a second. A packet
+    that finds Q ahead waits until service starts and Q / r, or, if the arrivals end
+    first, until then and Q − r·(time left) packets of w more (Gauss–Legendre over the
+    arrival time)."""
     x = on[:, None] * _NODES[None, :]
-    q = np.minimum(peak[:, None] / np.maximum(on, TINY)[:, None] * x, cap[:, None])
+    lt = late[:, None]
+    q = np.where(lt > 0.0, lam[:, None] * np.minimum(x, lt)
+                 + (lam - r)[:, None] * np.clip(x - lt, 0.0, None),
+                 peak[:, None] / np.maximum(on, TINY)[:, None] * x)
+    q = np.minimum(q, cap[:, None])
     rr = np.maximum(r, TINY)[:, None]
-    admitted = np.where(q < cap[:, None], lam[:, None], rr)
-    left = on[:, None] - x
-    wait = np.minimum(q / rr, left + np.clip(q - rr * left, 0.0, None) * w[:, None])
+    admitted = np.where(q < cap[:, None], lam[:, None], np.where(x < lt, 0.0, rr))
+    start = np.maximum(x, lt)  # (service starts)
+    left = np.clip(on[:, None] - start, 0.0, None)
+    wait = start - x + np.minimum(q / rr, left + np.clip(q - rr * left, 0.0, None)
+                                  * w[:, None])
     return ((admitted * wait) @ _WEIGHTS / np.maximum(admitted @ _WEIGHTS, TINY),
             wait.max(axis=1))
 
@@ -767,10 +776,11 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     per_burst, bursts = cx.c("per_burst"), cx.c("bursts")
     own = {key: res[key].copy() for key in ("duration", "stranded", "lat_mean", "lat_p99")}
     # (a watermark consumer that sleeps between bursts — its queue clears in the gap — is
-    # served only from its n_w-th packet of a burst on)
+    # served only from its n_w-th packet of a burst on; cbr and poisson are one burst, so
+    # it starts there once)
     late = np.minimum(on, np.where(batched, (n_wake - 1.0) / lam, 0.0))
     q = np.clip(lam * on - r * (on - late), 0.0, cap)
-    clears = q < r * cx.c("off")
+    clears = (q < r * cx.c("off")) | ~cx.onoff
     late = np.where(clears, late, 0.0)
     q = np.where(clears, q, np.clip((lam - r) * on, 0.0, cap))
     # between bursts the queue drains with the core to itself
@@ -779,7 +789,7 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     last_on = np.minimum(on, last_n / lam)
     last = np.minimum(last_n, r * np.clip(last_on - late, 0.0, None) + cap)
     delivered = (bursts - 1.0) * mid + last
-    q_end = np.clip(last - r * last_on, 0.0, None)
+    q_end = np.clip(last - r * np.clip(last_on - late, 0.0, None), 0.0, None)
     # active_wait past λ·Ti = 1: the ring holds what the handlers could not take yet
     q_irq = np.where(act & (high > 1.0), np.clip(
         res["interrupts"] - n / np.maximum(high, 1.0), 0.0, cx.ring), 0.0)
@@ -790,7 +800,7 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     grows = np.where(fluid, np.maximum(behind * cx.span, TINY), on)
     after = np.where(fluid, fluid_tail / np.maximum(q_end, 1.0), w)  # (per packet, then)
     wait, longest = _backlog_wait(lam, r, grows, cap, np.where(fluid, q_end, (lam - r) * on),
-                                  after)
+                                  after, np.where(fluid, 0.0, late))
     ti = np.where(act | batched, cx.ti, 0.0)  # (busy_poll takes no interrupt)
     lat = wait + ti + w
     # alone, bursts followed one by one (`_passive_bursts`) keep their counts, ends and
