@@ -187,6 +187,15 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
                      np.ceil(cx.span / period - 1e-9) * period - cx.span)
     resid = np.where(cycle >= busy_on, 0.0, resid)
     last_n = np.clip(lam * np.minimum(cycle, resid + ti), 1.0, ring)
+    end = resid + ti + last_n * ws  # (from the last arrival to the last delivery)
+    # Poisson: the last arrival falls in a drain D/C of the time — which then ends once
+    # the queue ahead, D·(1 − λw)/2 of work on average, is taken — and otherwise in the
+    # idle rest of the cycle, (C − D)/2 before the next tick
+    drain = np.minimum(taken * ws, cycle)
+    idle = cycle - drain
+    in_idle = idle / 2.0 + ti + np.clip(lam * (idle / 2.0 + ti), 1.0, ring) * ws
+    end = np.where(cx.poisson & (cycle < busy_on), (idle * in_idle + drain * drain * np.clip(
+        1.0 - lam * ws, 0.0, None) / 2.0) / np.maximum(cycle, TINY), end)
     delivered = cx.n * np.clip(1.0 - dropped / np.maximum(taken + dropped, TINY), 0.0, 1.0)
     interrupts = np.maximum(1.0, ticks + gap_ticks)
     empty = np.clip(ticks - 1.0, 0.0, None) * p_empty + gap_ticks
@@ -209,7 +218,7 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
         empty[follow] = gaps
         delivered[follow] = cx.n[follow] - np.minimum(lost, cx.n[follow])
     lat = _latency(cycle, taken, ws, ti, period, lam, on, ring, bursty)
-    duration = cx.span + resid + ti + last_n * ws
+    duration = cx.span + end
     if follow.size:
         duration[follow], lat[0][follow], lat[1][follow] = ends, mean, p99
     zero = np.zeros_like(delivered)

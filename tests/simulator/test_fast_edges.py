@@ -252,3 +252,18 @@ def test_a_watermark_past_its_core_drains_from_its_watermark_on():
     assert fast.packets_delivered == pytest.approx(des.packets_delivered, rel=0.002)
     assert fast.duration_s == pytest.approx(des.duration_s, rel=0.01)
     assert fast.latency_mean_s == pytest.approx(des.latency_mean_s, rel=0.05)
+
+
+def test_a_poisson_consumer_busy_most_of_the_time_ends_with_its_drain():
+    """Poisson at λw ≈ 1 under a 5.7 µs tick (grid 66, case-316): the chain's mean cycle is
+    a long drain, and the last arrival falls in one almost surely, which then ends once
+    the queue ahead is taken. The duration added half a mean cycle and a ring's drain
+    after the last arrival, as if it fell in an idle stretch: 31.5 ms for the DES's 21.3."""
+    fast, des = both(host({"size": "15360000B", "packet_size": 512, "rate": "1414333pps",
+                           "arrival": "poisson", "default": {
+                               "mode": "passive_wait", "poll_interval": "5.7336us",
+                               "ring_slots": 4096, "placement": "cross_package"}},
+                          {"irq": "2.5156us", "per_packet": "0.62673us",
+                           "per_byte": "0.11169ns"}, link="100Gbit/s"))
+    assert fast.duration_s == pytest.approx(des.duration_s, rel=0.01)
+    assert fast.throughput_bps == pytest.approx(des.throughput_bps, rel=0.01)
