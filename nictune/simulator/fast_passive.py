@@ -34,7 +34,11 @@ from nictune.simulator.fast_cycles import Cycles
 
 # (ring states, drain lengths) of the passive_wait chains, smallest first
 CHAIN_SIZES = ((8, 24), (16, 48), (24, 80), (32, 120), (40, 160))
-INNER = 8  # `_passive_bursts`: wake-ups within a burst after its first that it follows
+# `_passive_bursts`: wake-ups within a burst after its first that it follows; the first
+# 112 bursts and the last 16 are followed — more first ones where ticks are further
+# apart, so that their second half holds 16 ticks, for ticks up to TICKS_APART cycles
+# apart: MOST bursts at most
+INNER, TICKS_APART, MOST = 8, 32, 1040
 
 
 def _normal_nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -206,16 +210,21 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
             lam[ev], ws[ev], ti[ev], period[ev], ring[ev], delay[ev], cx.n[ev],
             cx.c("per_burst")[ev], bursts[ev], cx.c("cycle")[ev])
         delivered[ev] = cx.n[ev] - np.minimum(lost, cx.n[ev])
-    # bursts the consumer cannot keep up with, or that hold one tick at most: burst by
-    # burst on the tick grid
-    follow = np.flatnonzero(cx.onoff & ((lam * ws >= 1.0) | (INNER * k_idle * period >= on)))
+    # bursts the consumer cannot keep up with, or that hold INNER + 1 ticks at most: burst
+    # by burst on the tick grid — all of them (up to MOST bursts), or where ticks come at
+    # least every TICKS_APART burst cycles (the bursts followed hold enough ticks to
+    # extrapolate the others)
+    whole = on + 1.0 / lam  # (a burst's packets over λ; `on` ends at its last arrival)
+    cyc = cx.c("cycle")
+    follow = np.flatnonzero(cx.onoff & ((lam * ws >= 1.0) | (INNER * k_idle * period >= whole))
+                            & ((bursts <= MOST) | (k_idle * period <= TICKS_APART * cyc)))
     if follow.size:
         wakes, gaps, lost, ends, mean, p99 = _passive_bursts(
             lam[follow], ws[follow], ti[follow], period[follow], ring[follow], on[follow],
-            (last_on[follow] + 1.0 / lam[follow]), cx.c("cycle")[follow], bursts[follow],
-            k_idle[follow])
-        interrupts[follow] = wakes + gaps
-        empty[follow] = gaps
+            np.maximum(last_on[follow], 0.0), cyc[follow], bursts[follow], k_idle[follow])
+        # (never more wake-ups than ticks)
+        interrupts[follow] = np.minimum(wakes + gaps, ends / period[follow] + 1.0)
+        empty[follow] = np.minimum(gaps, interrupts[follow])
         delivered[follow] = cx.n[follow] - np.minimum(lost, cx.n[follow])
     lat = _latency(cycle, taken, ws, ti, period, lam, on, ring, bursty)
     duration = cx.span + end
@@ -303,7 +312,7 @@ def _bursts_each(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.nda
     # the stretches of waits of the bursts followed (packets, shortest and longest wait):
     # per burst, asleep, then each drain and the sleep after it, then the ring full or the
     # rest of the burst asleep
-    size = (3 + 2 * INNER) * (head + tail)
+    size = (4 + 2 * INNER) * (max(head, 32 * TICKS_APART) + tail)
     pieces = np.zeros((3, size))
     for i in range(lam.size):
         out[:, i] = _bursts_one(lam[i], ws[i], ti[i], period[i], ring[i], on[i], last_on[i],
@@ -320,6 +329,8 @@ def _bursts_one(lam: float, ws: float, ti: float, period: float, ring: float, on
     held = 0.0  # packets in the ring of a sleeping consumer at a burst's start
     phi = period  # the first tick is one period after the first arrival
     end = wakes = empty = dropped = 0.0
+    # (the first bursts' second half holds 16 ticks or more)
+    head = max(head, int(min(math.ceil(32.0 * k_idle * period / cycle), 32.0 * TICKS_APART)))
     jumps = bursts > head + tail
     middle = bursts - head - tail if jumps else 0.0
     rest = middle / (head - head // 2)  # (the weight of each extrapolated burst)
@@ -338,8 +349,8 @@ def _bursts_one(lam: float, ws: float, ti: float, period: float, ring: float, on
             tick = math.ceil((start - ti) / period - 1e-9) * period - start
             if carry <= 0.0 and k_idle * period > cycle:
                 since = min(tick - period + ti, 0.0)
-                back = (_arrived(start, lam * on, lam, cycle)
-                        - _arrived(start + since, lam * on, lam, cycle))
+                back = (_arrived(start, lam * on + 1.0, lam, cycle)
+                        - _arrived(start + since, lam * on + 1.0, lam, cycle))
                 held = max(min(back, ring), 0.0)
             phi = tick
         final = idx + 1.0 >= bursts
@@ -348,35 +359,46 @@ def _bursts_one(lam: float, ws: float, ti: float, period: float, ring: float, on
         woken = not awake and phi + ti < on_m  # its first tick comes within the burst
         after = not awake and not woken  # ... after the burst has ended
         s0 = 0.0 if awake else phi + ti  # the drain starts
+        weight = 1.0 + rest if head // 2 <= m < head else 1.0
+        # the burst's first packet comes at its start, the rest evenly over on_m
+        ahead = carry / ws if awake else held
+        first = min(max(ring - ahead, 0.0), 1.0)
+        at = (ahead + 1.0) * ws + (0.0 if awake else s0)
+        n_p = _put(count, lo, hi, n_p, first * weight, at, at)
+        if awake:
+            carry += first * ws
+        else:
+            held += first
         # asleep until s0: the ring keeps what it has room for
         t_a = 0.0 if awake else min(s0, on_m)
         kept_a = max(min(lam * t_a, ring - held), 0.0)
         q0 = carry / ws if awake else held + kept_a
-        weight = 1.0 + rest if head // 2 <= m < head else 1.0
-        n_p = _put(count, lo, hi, n_p, kept_a * weight, s0 + (held + 1.0) * ws,
-             s0 - kept_a / lam + (held + kept_a) * ws)
-        lost = lam * t_a - kept_a
+        # (the rest's places in the queue leave the first out: the fluid counts half a
+        # packet more than have come at any moment, the one in service half done)
+        n_p = _put(count, lo, hi, n_p, kept_a * weight, s0 + (ahead + 1.0) * ws,
+                   s0 - kept_a / lam + (ahead + kept_a) * ws)
+        lost = 1.0 - first + lam * t_a - kept_a
         # draining from s with q packets until the ring is full (λw ≥ 1: the excess is
         # dropped) or empty (λw < 1: asleep until the next tick, which may come within
         # the burst, up to INNER times), or the burst ends
         s, q, q_end, e, extra, caught = s0, q0, 0.0, s0, 0, False
-        t1 = phi
+        t1, shift = phi, first
         if fills and not after:
             d = max(min(on_m - s, (ring - q) / max(g, 1e-12)), 0.0)
             q_end = q + g * d
-            n_p = _put(count, lo, hi, n_p, lam * d * weight, (q + 1.0) * ws,
-                 (q_end + 1.0) * ws)
+            n_p = _put(count, lo, hi, n_p, lam * d * weight, (q + 1.0 - shift) * ws,
+                       (q_end + 1.0 - shift) * ws)
             lost += g * (on_m - s - d)
-            n_p = _put(count, lo, hi, n_p, (on_m - s - d) / ws * weight, (ring + 1.0) * ws,
-                 (ring + 1.0) * ws)
+            n_p = _put(count, lo, hi, n_p, (on_m - s - d) / ws * weight,
+                       (ring + 1.0) * ws, (ring + 1.0) * ws)
         while not fills and not after:
             limit = q / max(-g, 1e-12)  # until it catches up
             if limit >= on_m - s:  # still draining when the burst ends
                 q_end = q + g * (on_m - s)
-                n_p = _put(count, lo, hi, n_p, lam * (on_m - s) * weight, (q + 1.0) * ws,
-                     (q_end + 1.0) * ws)
+                n_p = _put(count, lo, hi, n_p, lam * (on_m - s) * weight,
+                           (q + 1.0 - shift) * ws, (q_end + 1.0 - shift) * ws)
                 break
-            n_p = _put(count, lo, hi, n_p, lam * limit * weight, (q + 1.0) * ws, ws)
+            n_p = _put(count, lo, hi, n_p, lam * limit * weight, (q + 1.0 - shift) * ws, ws)
             e = s + limit
             t1 = math.ceil((start + e) / period - 1e-9) * period - start
             if t1 + ti >= on_m or extra == INNER:
@@ -388,7 +410,7 @@ def _bursts_one(lam: float, ws: float, ti: float, period: float, ring: float, on
             lost += lam * (s - e) - q
             n_p = _put(count, lo, hi, n_p, q * weight, s - e + ws,
                        s - e - q / lam + q * ws)
-            extra += 1
+            extra, shift = extra + 1, 0.0
         # a ring left for a tick: the burst ended before its first tick, or it caught up
         # (the rest of the burst waits in the ring)
         left = after or caught
@@ -402,7 +424,7 @@ def _bursts_one(lam: float, ws: float, ti: float, period: float, ring: float, on
         s1 = phi_n + ti
         if caught:
             n_p = _put(count, lo, hi, n_p, kept_d * weight, s1 - e + ws,
-                 s1 - e - kept_d / lam + kept_d * ws)
+                       s1 - e - kept_d / lam + kept_d * ws)
         # the last drain of the burst ends (a ring left for a tick: at that tick's)
         done = (s1 + ring_left * ws if drains else e) if left else on_m + q_end * ws
         merge = not missed and not final and done >= cycle
@@ -445,9 +467,9 @@ def _put(count: np.ndarray, lo: np.ndarray, hi: np.ndarray, j: int, c: float, a:
 @compiled
 def _arrived(t: float, per_burst: float, lam: float, cycle: float) -> float:
     """Packets of onoff arrivals (bursts of `per_burst` at λ every `cycle` s, the first
-    at 0) by time t."""
-    return math.floor(t / cycle) * per_burst + min(lam * (t - math.floor(t / cycle) * cycle),
-                                                    per_burst)
+    packet at 0) by time t."""
+    return math.floor(t / cycle) * per_burst + min(
+        lam * (t - math.floor(t / cycle) * cycle) + 1.0, per_burst)
 
 
 @compiled
