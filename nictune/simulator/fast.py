@@ -784,6 +784,9 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # served only from its n_w-th packet of a burst on; cbr and poisson are one burst, so
     # it starts there once)
     late = np.minimum(on, np.where(batched, (n_wake - 1.0) / lam, 0.0))
+    # (cbr/poisson: the one wake-up's handler runs before the drain starts)
+    starts = batched & ~cx.onoff & (n_wake > 1.0)
+    late = np.where(starts, np.minimum(on, late + cx.ti), late)
     q = np.clip(lam * on - r * (on - late), 0.0, cap)
     clears = (q < r * cx.c("off")) | ~cx.onoff
     late = np.where(clears, late, 0.0)
@@ -805,8 +808,9 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     grows = np.where(fluid, np.maximum(behind * cx.span, TINY), on)
     after = np.where(fluid, fluid_tail / np.maximum(q_end, 1.0), w)  # (per packet, then)
     wait, longest = _backlog_wait(lam, r, grows, cap, np.where(fluid, q_end, (lam - r) * on),
-                                  after, np.where(fluid, 0.0, late))
-    ti = np.where(act | batched, cx.ti, 0.0)  # (busy_poll takes no interrupt)
+                                  after, np.where(starts & ~fluid, late, 0.0))
+    # (busy_poll takes no interrupt; a late start has it in the wait)
+    ti = np.where((act | batched) & ~(starts & ~fluid), cx.ti, 0.0)
     lat = wait + ti + w
     # alone, bursts followed one by one (`_passive_bursts`) keep their counts, ends and
     # waits; watermark groups of bursts whose drains run across gaps (`_across_bursts`,

@@ -200,6 +200,15 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
     in_idle = idle / 2.0 + ti + np.clip(lam * (idle / 2.0 + ti), 1.0, ring) * ws
     end = np.where(cx.poisson & (cycle < busy_on), (idle * in_idle + drain * drain * np.clip(
         1.0 - lam * ws, 0.0, None) / 2.0) / np.maximum(cycle, TINY), end)
+    # ... unless the span varies by much less than a period (√N/λ): then the last arrival
+    # comes at a known time since the last tick (the ticks are on the period's grid), in
+    # that tick's drain or after it, what came since waiting for the next tick
+    since = cx.span - np.floor(cx.span / period) * period
+    busy = drain + ti - since
+    known = cx.poisson & (cycle < busy_on) & (np.sqrt(cx.n) / lam < period / 4.0)
+    end = np.where(known, np.where(busy > 0.0, busy * np.clip(1.0 - lam * ws, 0.0, None) + ws,
+                                   period - since + ti + np.clip(-lam * busy, 1.0, ring) * ws),
+                   end)
     delivered = cx.n * np.clip(1.0 - dropped / np.maximum(taken + dropped, TINY), 0.0, 1.0)
     interrupts = np.maximum(1.0, ticks + gap_ticks)
     empty = np.clip(ticks - 1.0, 0.0, None) * p_empty + gap_ticks
