@@ -44,6 +44,19 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_bounded_int(self, node: yaml.ScalarNode) -> int:
+        """An integer as SafeLoader reads it; refused past 4 300 digits, which Python
+        cannot print (hex, octal and binary ones get past its limit for reading)."""
+        value = super().construct_yaml_int(node)
+        if abs(value) >= _TOO_BIG:
+            raise yaml.constructor.ConstructorError(None, None, TOO_LONG, node.start_mark)
+        return value
+
+
+_TOO_BIG = 10 ** 4300
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int",
+                                 _UniqueKeyLoader.construct_bounded_int)
+
 
 def read_yaml(path: Path, what: str, error: type[InputError] = InputError) -> Any:
     """A YAML file's document; an unreadable file or bad YAML raises `error` with one line

@@ -423,11 +423,11 @@ def load_lab(directory: str | Path) -> Lab:
     directory = Path(directory).resolve()
     try:
         raw = json.loads((directory / STATE).read_text())
-    except (OSError, ValueError):
+        return Lab(directory, raw["id"], [LabHost(**h) for h in raw["hosts"]],
+                   [LabLink(**x) for x in raw["links"]])
+    except (OSError, ValueError, RecursionError, KeyError, TypeError):
         raise InputError(f"lab: no lab in {directory} ({STATE} missing or unreadable)") \
             from None
-    return Lab(directory, raw["id"], [LabHost(**h) for h in raw["hosts"]],
-               [LabLink(**x) for x in raw["links"]])
 
 
 def lab_down(directory: str | Path) -> list[str]:

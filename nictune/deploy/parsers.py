@@ -163,7 +163,7 @@ def load_json(text: str, pairs: Pairs | None = None, repair: bool = False) -> An
     gone and a rollback would skip them."""
     try:
         return json.loads(text, object_pairs_hook=pairs)
-    except ValueError:
+    except (ValueError, RecursionError):
         if not repair:
             raise ParseError(f"ethtool --json: not whole JSON: {text[:80]!r}") from None
     cuts = [i for i, ch in enumerate(text) if ch in "}]"]
@@ -174,7 +174,7 @@ def load_json(text: str, pairs: Pairs | None = None, repair: bool = False) -> An
             continue
         try:
             return json.loads(prefix + closers, object_pairs_hook=pairs)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
     raise ParseError(f"ethtool --json: not JSON: {text[:80]!r}")
 

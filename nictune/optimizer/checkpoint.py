@@ -8,6 +8,7 @@ generator's `bit_generator.state`: everything `--resume` needs to continue exact
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,13 @@ from nictune.files import atomic_write
 from nictune.optimizer.archive import HostArchive
 from nictune.optimizer.objectives import PREFERENCES
 from nictune.simulator import ENGINES
+from nictune.units import shown_int
 
 CHECKPOINT = "checkpoint.json"
 CHECKPOINT_FORMAT = 1
 VERIFY = ("des", "none")
+
+MAX_POPULATION = 1_000_000  # (beyond: NumPy cannot draw the first generation)
 
 
 @dataclass(frozen=True)
@@ -77,14 +81,14 @@ def save_checkpoint(state: State, config_source: str, out: Path) -> None:
         "config_hash": s.config_hash, "options": asdict(s.options),
         "generation": s.generation, "evaluations": s.evaluations,
         "population": s.population, "fitness": [list(f) for f in s.fitness],
-        "crowding": [_finite(c) for c in s.crowding],
+        "crowding": [_json_number(c) for c in s.crowding],
         "archives": [a.to_json() for a in s.archives], "logbook": s.logbook,
         "numpy_state": s.numpy_state,
     }
     atomic_write(out / CHECKPOINT, json.dumps(doc))
 
 
-def _finite(x: float) -> float | str:
+def _json_number(x: float) -> float | str:
     return "inf" if x == float("inf") else x
 
 
@@ -102,6 +106,8 @@ def load_checkpoint(directory: str | Path) -> State:
         raise InputError(f"{path}: damaged checkpoint: {exc.msg} at line {exc.lineno}") from None
     except ValueError:  # (an integer past Python's limit for reading one)
         raise InputError(f"{path}: damaged checkpoint: {TOO_LONG}") from None
+    except RecursionError:
+        raise InputError(f"{path}: damaged checkpoint: nested too deeply") from None
     if not isinstance(raw, dict) or raw.get("nictune_checkpoint") != CHECKPOINT_FORMAT:
         raise InputError(f"{path}: not a nictune checkpoint (nictune_checkpoint: "
                          f"{CHECKPOINT_FORMAT} expected)")
@@ -115,7 +121,7 @@ def load_checkpoint(directory: str | Path) -> State:
             archives=[HostArchive.from_json(a) for a in raw["archives"]],
             logbook=raw["logbook"], numpy_state=raw["numpy_state"])
         _check_state(state)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise InputError(f"{path}: damaged checkpoint: {exc}") from None
     return state
 
@@ -140,16 +146,23 @@ def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _is_finite(value: object) -> bool:
+    return _number(value) and math.isfinite(value)  # type: ignore[arg-type]
+
+
 def _check_state(s: State) -> None:
     """ValueError naming the first thing a search could not resume from."""
     o = s.options
     if o.verify not in VERIFY or o.prefer not in PREFERENCES or o.engine not in ENGINES:
         raise ValueError(f"options engine {o.engine!r}, verify {o.verify!r}, prefer "
                          f"{o.prefer!r}")
-    for name, least in (("population", 1), ("generations", 0), ("seed", 0),
-                        ("checkpoint_every", 1), ("window", 1)):
-        if not _count(getattr(o, name), least):
-            raise ValueError(f"options {name} {getattr(o, name)!r}")
+    for name, least, most in (("population", 1, MAX_POPULATION), ("generations", 0, None),
+                              ("seed", 0, None), ("checkpoint_every", 1, None),
+                              ("window", 1, None)):
+        value = getattr(o, name)
+        if not _count(value, least) or (most is not None and value > most):
+            shown = shown_int(value) if _count(value, 0) else repr(value)
+            raise ValueError(f"options {name} {shown}")
     if s.generation < 0 or s.evaluations < 0:
         raise ValueError(f"generation {s.generation}, evaluations {s.evaluations}")
     if not s.population or not len(s.population) == len(s.fitness) == len(s.crowding):
@@ -158,6 +171,9 @@ def _check_state(s: State) -> None:
     arity = 3 + o.energy  # (the genes' shape is the config's: Search.resume checks it)
     if any(len(f) != arity for f in s.fitness):
         raise ValueError(f"fitnesses of the wrong shape ({arity} objectives)")
+    if not all(_is_finite(v) for f in s.fitness for v in f) or \
+            not all(_is_finite(c) or c == math.inf for c in s.crowding):
+        raise ValueError("a fitness or crowding distance that is not a finite number")
     if not s.archives or any(a.genes.ndim != 2 or not len(a.genes) for a in s.archives):
         raise ValueError("an empty or malformed host archive")
     _check_logbook(s.logbook, s.generation)

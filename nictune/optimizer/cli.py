@@ -16,7 +16,14 @@ from types import FrameType
 from nictune.argtypes import count, out_dir
 from nictune.errors import InputError
 from nictune.model import load_config
-from nictune.optimizer.checkpoint import VERIFY, Options, State, check_same_search, load_checkpoint
+from nictune.optimizer.checkpoint import (
+    MAX_POPULATION,
+    VERIFY,
+    Options,
+    State,
+    check_same_search,
+    load_checkpoint,
+)
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.export import json_document, write_all
@@ -27,7 +34,6 @@ from nictune.simulator import ENGINES
 
 DEFAULTS = Options()
 MIN_POPULATION = 4
-MAX_POPULATION = 1_000_000  # (beyond: NumPy cannot draw the first generation)
 MAX_WORKERS = 1024
 
 
@@ -214,5 +220,5 @@ class _Interrupts:
 def _saved_generation(out: Path) -> int | str:
     try:
         return json.loads((out / "checkpoint.json").read_text())["generation"]
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return "?"

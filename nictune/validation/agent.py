@@ -135,8 +135,12 @@ def load_profile(iface: str, path: str | None) -> dict[str, Any]:
         return {}
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except ValueError:  # (an integer past Python's limit for reading one)
         raise ValueError(f"{path}: not JSON (an integer of more than 4 300 digits)") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not JSON (nested too deeply)") from None
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a JSON object")
     setting = raw.get("setting", raw)

@@ -136,12 +136,7 @@ def measure(rx: Receiver, sender: Connection, spec: traffic.TrafficSpec,
         raise
     text = rx.conn.read_file(out, missing_ok=False) or ""
     rx.conn.run(["rm", "-f", ready, out, out + ".log"])
-    try:
-        result = json.loads(text)
-    except ValueError:  # (not JSON, or an integer past Python's limit for reading one)
-        raise RunError(f"{rx.host.name}: the agent wrote no JSON: {text[:200]!r}") from None
-    if "error" in result:
-        raise RunError(f"{rx.host.name}: agent failed: {result['error']}")
+    result = agent_result(rx.host.name, text)
     try:
         delta = counters.delta(result.pop("counters_before"), result.pop("counters_after"),
                                rx.iface, hz=rx.hz)
@@ -152,6 +147,23 @@ def measure(rx: Receiver, sender: Connection, spec: traffic.TrafficSpec,
                      "target_rate_pps": spec.target_rate_pps if spec.interval_us else None,
                      "packet_size": spec.packet_size, "port": spec.port,
                      "target": spec.target}}
+
+
+def agent_result(host: str, text: str) -> dict[str, Any]:
+    """The agent's JSON result; RunError naming `host` unless it is an object with the
+    counters before and after the run (or if it reports the agent's own error)."""
+    try:
+        result = json.loads(text)
+    except (ValueError, RecursionError):  # (not JSON, an integer past Python's limit)
+        raise RunError(f"{host}: the agent wrote no JSON: {text[:200]!r}") from None
+    if not isinstance(result, dict):
+        raise RunError(f"{host}: the agent wrote no JSON object: {text[:200]!r}")
+    if "error" in result:
+        raise RunError(f"{host}: agent failed: {result['error']}")
+    missing = [k for k in ("counters_before", "counters_after") if k not in result]
+    if missing:
+        raise RunError(f"{host}: the agent's result has no {' or '.join(missing)}")
+    return result
 
 
 LOSS_LIMIT = 0.001  # above 0.1 % the receiver limited the run

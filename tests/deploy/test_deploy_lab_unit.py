@@ -28,6 +28,15 @@ def test_no_ip_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     assert "iproute2" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("text", ["{}", "[]", "[" * 100_000, '{"id": 1, "hosts": 5}'])
+def test_a_damaged_lab_record_is_no_lab(tmp_path: Path, text: str) -> None:
+    """A lab.json that is JSON but not a lab record (a review: KeyError, TypeError and
+    RecursionError tracebacks from `lab down`)."""
+    (tmp_path / "lab.json").write_text(text)
+    with pytest.raises(lab.InputError, match="no lab in"):
+        lab.load_lab(tmp_path)
+
+
 def test_bad_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if lab.os.geteuid() != 0:
         pytest.skip("the root check comes first")

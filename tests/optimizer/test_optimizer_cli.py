@@ -107,10 +107,13 @@ def test_optimizer_cli_bad_inputs_exit_2(small_config: Path, tmp_path: Path,
     (out / "checkpoint.json").write_text("{not json")
     assert main(["optimize", str(small_config), "--resume", str(out)]) == 2
     assert "damaged checkpoint" in capsys.readouterr().err
-    # (an integer Python refuses to read: a ValueError traceback)
+    # (an integer Python refuses to read: a ValueError traceback; deep nesting)
     (out / "checkpoint.json").write_text('{"generation": ' + "9" * 5000 + "}")
     assert main(["optimize", str(small_config), "--resume", str(out)]) == 2
     assert "damaged checkpoint: an integer of more digits" in capsys.readouterr().err
+    (out / "checkpoint.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["optimize", str(small_config), "--resume", str(out)]) == 2
+    assert "damaged checkpoint: nested too deeply" in capsys.readouterr().err
 
 
 def test_optimize_and_simulate_agree_on_a_nics_default(
@@ -336,6 +339,10 @@ def _cut(key: str, keep: int):
     (lambda d: d.__setitem__("logbook", 5), "logbook: expected a list"),
     (lambda d: d["logbook"][-1].__setitem__("front", "x"), "logbook: a malformed row"),
     (lambda d: d["population"][0].__setitem__(0, None), "do not fit"),
+    # (a review: an OverflowError, a ValueError inside NumPy, a NaN accepted silently)
+    (lambda d: d.__setitem__("generation", float("inf")), "infinity"),
+    (lambda d: d["options"].__setitem__("population", 10 ** 30), "population"),
+    (lambda d: d["fitness"][0].__setitem__(0, float("nan")), "not a finite number"),
 ])
 def test_a_damaged_checkpoint_is_one_line_exit_2(
         small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -250,6 +250,13 @@ def test_unreadable_file_and_invalid_yaml(tmp_path):
     with pytest.raises(ConfigError, match=r"bad\.yaml: invalid YAML: an integer of more "
                                           r"digits than can be read"):
         load_config(bad)
+    # (hex, octal and binary get past Python's limit for reading: a traceback later, when
+    # a message printed the value)
+    for digits in ("0x" + "f" * 4000, "0b" + "1" * 15000, "0" + "7" * 5000):
+        bad.write_text("hosts: {h1: {cores: " + digits + "}}\n")
+        with pytest.raises(ConfigError, match=r"bad\.yaml: invalid YAML at line 1: an "
+                                              r"integer of more digits than can be read"):
+            load_config(bad)
 
 
 def test_host_profile_is_the_base_and_keys_override(tmp_path):

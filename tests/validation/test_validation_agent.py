@@ -63,12 +63,13 @@ def test_watermark_comes_from_the_profile_as_clamped(tmp_path: Path) -> None:
 @pytest.mark.parametrize("text, message", [
     ("{bad", "not JSON"), ("[]", "a JSON object"),
     # (both ran silently without a profile: a --profile that is not there, a bad setting)
-    (None, "no such file"), ('{"setting": 5}', "setting: expected a JSON object")])
+    (None, "no such file"), ('{"setting": 5}', "setting: expected a JSON object"),
+    ("\udcff", "not UTF-8 text"), ("[" * 100_000, "nested too deeply")])
 def test_a_broken_profile_is_a_one_line_usage_error(
         tmp_path: Path, capsys: pytest.CaptureFixture, text: str | None, message: str) -> None:
     path = tmp_path / "eth7.json"
     if text is not None:
-        path.write_text(text)
+        path.write_bytes(text.encode("utf-8", "surrogateescape"))
     with pytest.raises(SystemExit) as exit_:
         profile_args(path)
     err = capsys.readouterr().err.strip().splitlines()[-1]

@@ -14,6 +14,7 @@ from nictune.errors import InputError, RunError
 from nictune.model import NicSetting
 from nictune.plan import PlanEntry
 from nictune.validation import counters, stats, traffic
+from nictune.validation.remote import agent_result
 
 DATA = Path(__file__).with_name("data")
 
@@ -271,3 +272,18 @@ def test_agent_copies_of_model_constants_agree(tmp_path: Path) -> None:
                              "--profile", str(tmp_path / "none.json")])
     assert (args.ring_slots, args.watermark, args.watermark_timeout) == (
         model.PFRING_SLOTS, model.PFRING_WATERMARK, model.PFRING_POLL_DURATION)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("not json", "wrote no JSON"), ("[" * 100_000, "wrote no JSON"),
+    ("5", "no JSON object"), ("null", "no JSON object"), ('"x"', "no JSON object"),
+    ("{}", "has no counters_before or counters_after"),
+    ('{"error": "no such device"}', "agent failed: no such device"),
+])
+def test_the_agents_result_must_be_an_object_with_its_counters(text: str, message: str) -> None:
+    """A review fed these as the agent's output: TypeError, KeyError and RecursionError
+    tracebacks from `validate` and `calibrate`."""
+    with pytest.raises(RunError, match=f"^rx1: .*{re.escape(message)}"):
+        agent_result("rx1", text)
+    good = agent_result("rx1", '{"counters_before": {}, "counters_after": {}, "x": 1}')
+    assert good["x"] == 1
