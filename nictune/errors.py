@@ -46,8 +46,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
     def construct_bounded_int(self, node: yaml.ScalarNode) -> int:
         """An integer as SafeLoader reads it; refused past 4 300 digits, which Python
-        cannot print (hex, octal and binary ones get past its limit for reading)."""
-        value = super().construct_yaml_int(node)
+        neither reads in decimal nor prints (hex, octal and binary get past the first)."""
+        try:
+            value = super().construct_yaml_int(node)
+        except ValueError:
+            value = _TOO_BIG
         if abs(value) >= _TOO_BIG:
             raise yaml.constructor.ConstructorError(None, None, TOO_LONG, node.start_mark)
         return value
@@ -78,5 +81,5 @@ def read_yaml(path: Path, what: str, error: type[InputError] = InputError) -> An
         raise error(f"{path}: invalid YAML{at}: {problem}") from None
     except RecursionError:
         raise error(f"{path}: invalid YAML: nested too deeply") from None
-    except ValueError:  # (an integer past Python's 4 300-digit limit for reading one)
-        raise error(f"{path}: invalid YAML: {TOO_LONG}") from None
+    except ValueError as exc:  # (a date that does not exist: 2020-02-30)
+        raise error(f"{path}: invalid YAML: {exc}") from None

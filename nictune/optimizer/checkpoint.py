@@ -161,7 +161,7 @@ def _check_state(s: State) -> None:
                               ("window", 1, None)):
         value = getattr(o, name)
         if not _count(value, least) or (most is not None and value > most):
-            shown = shown_int(value) if _count(value, 0) else repr(value)
+            shown = shown_int(value) if isinstance(value, int) else repr(value)
             raise ValueError(f"options {name} {shown}")
     if s.generation < 0 or s.evaluations < 0:
         raise ValueError(f"generation {s.generation}, evaluations {s.evaluations}")

@@ -807,10 +807,11 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # (shared: the queue grows while the consumer is behind, and holds q_end at the end)
     grows = np.where(fluid, np.maximum(behind * cx.span, TINY), on)
     after = np.where(fluid, fluid_tail / np.maximum(q_end, 1.0), w)  # (per packet, then)
+    late_start = starts & ~fluid
     wait, longest = _backlog_wait(lam, r, grows, cap, np.where(fluid, q_end, (lam - r) * on),
-                                  after, np.where(starts & ~fluid, late, 0.0))
+                                  after, np.where(late_start, late, 0.0))
     # (busy_poll takes no interrupt; a late start has it in the wait)
-    ti = np.where((act | batched) & ~(starts & ~fluid), cx.ti, 0.0)
+    ti = np.where((act | batched) & ~late_start, cx.ti, 0.0)
     lat = wait + ti + w
     # alone, bursts followed one by one (`_passive_bursts`) keep their counts, ends and
     # waits; watermark groups of bursts whose drains run across gaps (`_across_bursts`,

@@ -34,11 +34,12 @@ from nictune.simulator.fast_cycles import Cycles
 
 # (ring states, drain lengths) of the passive_wait chains, smallest first
 CHAIN_SIZES = ((8, 24), (16, 48), (24, 80), (32, 120), (40, 160))
-# `_passive_bursts`: wake-ups within a burst after its first that it follows; the first
-# 112 bursts and the last 16 are followed — more first ones where ticks are further
-# apart, so that their second half holds 16 ticks, for ticks up to TICKS_APART cycles
-# apart: MOST bursts at most
-INNER, TICKS_APART, MOST = 8, 32, 1040
+# `_passive_bursts`: the wake-ups within a burst after its first that it follows; the
+# first HEAD bursts and the last TAIL are followed — more first ones where ticks are
+# further apart, so that their second half holds TICKS ticks, for ticks up to
+# TICKS_APART burst cycles apart
+INNER, HEAD, TAIL, TICKS, TICKS_APART = 8, 112, 16, 16, 32
+MOST = 2 * TICKS * TICKS_APART + TAIL  # (bursts followed at most: a whole transmission)
 
 
 def _normal_nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -222,7 +223,8 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
     # bursts the consumer cannot keep up with, or that hold INNER + 1 ticks at most: burst
     # by burst on the tick grid — all of them (up to MOST bursts), or where ticks come at
     # least every TICKS_APART burst cycles (the bursts followed hold enough ticks to
-    # extrapolate the others)
+    # extrapolate the others); a passive_wait consumer never wakes more often than its
+    # ticks (`fast._evaluate` holds every model to that)
     whole = on + 1.0 / lam  # (a burst's packets over λ; `on` ends at its last arrival)
     cyc = cx.c("cycle")
     follow = np.flatnonzero(cx.onoff & ((lam * ws >= 1.0) | (INNER * k_idle * period >= whole))
@@ -231,9 +233,8 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
         wakes, gaps, lost, ends, mean, p99 = _passive_bursts(
             lam[follow], ws[follow], ti[follow], period[follow], ring[follow], on[follow],
             np.maximum(last_on[follow], 0.0), cyc[follow], bursts[follow], k_idle[follow])
-        # (never more wake-ups than ticks)
-        interrupts[follow] = np.minimum(wakes + gaps, ends / period[follow] + 1.0)
-        empty[follow] = np.minimum(gaps, interrupts[follow])
+        interrupts[follow] = wakes + gaps
+        empty[follow] = gaps
         delivered[follow] = cx.n[follow] - np.minimum(lost, cx.n[follow])
     lat = _latency(cycle, taken, ws, ti, period, lam, on, ring, bursty)
     duration = cx.span + end
@@ -275,75 +276,75 @@ def _latency(cycle: np.ndarray, taken: np.ndarray, ws: np.ndarray, ti: np.ndarra
 
 def _passive_bursts(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
                     ring: np.ndarray, on: np.ndarray, last_on: np.ndarray, cycle: np.ndarray,
-                    bursts: np.ndarray, k_idle: np.ndarray, head: int = 112, tail: int = 16
-                    ) -> tuple[np.ndarray, ...]:
+                    bursts: np.ndarray, k_idle: np.ndarray) -> tuple[np.ndarray, ...]:
     """(wake-ups that find packets, empty wake-ups, packets dropped, end of the last drain
     from the first arrival, mean and 99th-percentile latency) of onoff arrivals followed
     burst by burst on the tick grid (ticks at j·T from the first arrival; a tick within Ti
     before a burst starts finds its first packets when its handler ends): bursts that
-    outrun the consumer (λw ≥ 1), or that hold at most one tick (T ≥ on).
+    outrun the consumer (λw ≥ 1), or that hold a few ticks at most (`passive` says which).
+    A burst is its first packet at its start and the rest evenly to its last (`on` s).
 
     Awake when a burst starts (a drain left over: `carry` s of it), the consumer drains all
     through the burst; asleep, it wakes at the burst's first tick, φ in, with what the
     ring kept (the rest is dropped). Draining, its ring fills at λ − 1/w: up to R, the
-    excess dropped (λw ≥ 1), or it catches up and sleeps, the rest of the burst waiting in
-    the ring for the next tick (λw < 1). A burst that ends before its first tick leaves
+    excess dropped (λw ≥ 1), or it catches up and sleeps, what arrives meanwhile waiting in
+    the ring for the next tick, within the burst (up to INNER more times) or after it
+    (λw < 1). A burst that ends before its first tick leaves
     the ring for that tick too. A ring left for a tick is drained at it — in the gap or,
     when no tick comes before the next burst, ahead of that burst's packets. A drain that
     outlasts the gap runs into the next burst; otherwise the consumer sleeps and the ticks
     left in the gap are empty wake-ups (every k ticks when Ti spans k). The last burst
     holds what is left of the packets.
 
-    Latency: a burst's accepted packets wait in up to three stretches, each a linear
-    function of the arrival time (so evenly spread between its ends): arriving while the
-    consumer sleeps (until the drain reaches them), while it drains (the ring filling or
-    emptying behind it), and after that — the ring full ((R + 1)·w), or asleep again until
-    the next tick.
+    Latency: a burst's accepted packets wait in stretches, each a linear function of the
+    arrival time (so evenly spread between its ends): the first packet; those arriving
+    while the consumer sleeps (until the drain reaches them); each drain (the ring filling
+    or emptying behind it) and each sleep after one (until the next tick); the ring full
+    ((R + 1)·w).
 
-    φ moves by the burst period modulo T from burst to burst. The first `head` bursts and
-    the last `tail` are followed, the ones between extrapolated from the second half of
-    the first; the last start from the grid's tick and the state the first ones left (a
-    sleeping consumer whose ticks are further apart than bursts: with what arrived since
-    the tick before). Compiled, element by element (`_bursts_one`).
+    φ moves by the burst period modulo T from burst to burst. The first HEAD bursts (more
+    where ticks are further apart: their second half holds TICKS ticks) and the last TAIL
+    are followed, the ones between extrapolated from the second half of the first; the
+    last start from the grid's tick and the state the first ones left (a sleeping
+    consumer whose ticks are further apart than bursts: with what arrived since the tick
+    before). Compiled, element by element (`_bursts_one`).
     """
     out = np.zeros((6, lam.size))
     _bursts_each(*(np.asarray(a, float) for a in (lam, ws, ti, period, ring, on, last_on,
-                                                  cycle, bursts, k_idle)), head, tail, out)
+                                                  cycle, bursts, k_idle)), out)
     return tuple(out)
 
 
 @compiled
 def _bursts_each(lam: np.ndarray, ws: np.ndarray, ti: np.ndarray, period: np.ndarray,
                  ring: np.ndarray, on: np.ndarray, last_on: np.ndarray, cycle: np.ndarray,
-                 bursts: np.ndarray, k_idle: np.ndarray, head: int, tail: int,
-                 out: np.ndarray) -> None:
+                 bursts: np.ndarray, k_idle: np.ndarray, out: np.ndarray) -> None:
     """`_passive_bursts` element by element into `out` (its six results by rows)."""
-    # the stretches of waits of the bursts followed (packets, shortest and longest wait):
-    # per burst, asleep, then each drain and the sleep after it, then the ring full or the
-    # rest of the burst asleep
-    size = (4 + 2 * INNER) * (max(head, 32 * TICKS_APART) + tail)
-    pieces = np.zeros((3, size))
+    # room for the stretches of waits of the most bursts followed (packets, shortest and
+    # longest wait): per burst the first packet, those asleep, each drain and the sleep
+    # after it, the ring full or the rest of the burst asleep
+    pieces = np.zeros((3, (4 + 2 * INNER) * (2 * TICKS * TICKS_APART + TAIL)))
     for i in range(lam.size):
         out[:, i] = _bursts_one(lam[i], ws[i], ti[i], period[i], ring[i], on[i], last_on[i],
-                                cycle[i], bursts[i], k_idle[i], head, tail, pieces)
+                                cycle[i], bursts[i], k_idle[i], pieces)
 
 
 @compiled
 def _bursts_one(lam: float, ws: float, ti: float, period: float, ring: float, on: float,
-                last_on: float, cycle: float, bursts: float, k_idle: float, head: int,
-                tail: int, pieces: np.ndarray) -> tuple[float, float, float, float, float,
-                                                        float]:
+                last_on: float, cycle: float, bursts: float, k_idle: float,
+                pieces: np.ndarray) -> tuple[float, float, float, float, float, float]:
     """`_passive_bursts` of one element (`pieces`: room for its stretches of waits)."""
     carry = 0.0  # drain left when a burst starts (0: asleep)
     held = 0.0  # packets in the ring of a sleeping consumer at a burst's start
     phi = period  # the first tick is one period after the first arrival
     end = wakes = empty = dropped = 0.0
-    # (the first bursts' second half holds 16 ticks or more)
-    head = max(head, int(min(math.ceil(32.0 * k_idle * period / cycle), 32.0 * TICKS_APART)))
-    jumps = bursts > head + tail
-    middle = bursts - head - tail if jumps else 0.0
+    # (the first bursts' second half holds TICKS ticks or more)
+    head = max(HEAD, int(min(math.ceil(2.0 * TICKS * k_idle * period / cycle),
+                             2.0 * TICKS * TICKS_APART)))
+    jumps = bursts > head + TAIL
+    middle = bursts - head - TAIL if jumps else 0.0
     rest = middle / (head - head // 2)  # (the weight of each extrapolated burst)
-    steps = int(min(bursts, head + tail))
+    steps = int(min(bursts, head + TAIL))
     count, lo, hi = pieces[0], pieces[1], pieces[2]
     n_p = 0  # stretches so far
     g = lam - 1.0 / ws  # how fast the ring fills (< 0: empties) behind a drain
@@ -514,8 +515,11 @@ def _window_overflow(lam: np.ndarray, per_burst: np.ndarray, cycle: np.ndarray,
     burst = (per_burst / lam)[:, None]
 
     def arrived(t: np.ndarray) -> np.ndarray:  # packets from the cycle's start to t
-        return (np.floor(t / cycle[:, None]) * per_burst[:, None]
-                + lam[:, None] * np.minimum(np.mod(t, cycle[:, None]), burst))
+        # (the remainder from the same floor: `np.mod` could disagree with it by a cycle
+        # within an ulp of a burst's start)
+        whole = np.floor(t / cycle[:, None])
+        return (whole * per_burst[:, None]
+                + lam[:, None] * np.minimum(t - whole * cycle[:, None], burst))
 
     held = arrived(u + np.clip(window, 0.0, None)[:, None]) - arrived(u)
     return np.clip(held - ring[:, None], 0.0, None).mean(axis=1)

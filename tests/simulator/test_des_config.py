@@ -245,18 +245,18 @@ def test_unreadable_file_and_invalid_yaml(tmp_path):
     bad.write_text("hosts: {h1: [\n")
     with pytest.raises(ConfigError, match=r"bad\.yaml: invalid YAML at line"):
         load_config(bad)
-    # (Python reads no integer of more than 4 300 digits: a ValueError traceback)
-    bad.write_text("hosts: {h1: {cores: " + "9" * 5000 + "}}\n")
-    with pytest.raises(ConfigError, match=r"bad\.yaml: invalid YAML: an integer of more "
-                                          r"digits than can be read"):
-        load_config(bad)
-    # (hex, octal and binary get past Python's limit for reading: a traceback later, when
-    # a message printed the value)
-    for digits in ("0x" + "f" * 4000, "0b" + "1" * 15000, "0" + "7" * 5000):
+    # (Python reads no decimal integer of more than 4 300 digits: a ValueError traceback;
+    # hex, octal and binary get past that limit: a traceback later, when a message printed
+    # the value)
+    for digits in ("9" * 5000, "0x" + "f" * 4000, "0b" + "1" * 15000, "0" + "7" * 5000):
         bad.write_text("hosts: {h1: {cores: " + digits + "}}\n")
         with pytest.raises(ConfigError, match=r"bad\.yaml: invalid YAML at line 1: an "
                                               r"integer of more digits than can be read"):
             load_config(bad)
+    # (any other ValueError of the loader is not a long integer)
+    bad.write_text("hosts: {h1: {cores: 2020-02-30}}\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: invalid YAML: day is out of range"):
+        load_config(bad)
 
 
 def test_host_profile_is_the_base_and_keys_override(tmp_path):
