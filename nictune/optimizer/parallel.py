@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import multiprocessing
 import signal
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -44,6 +45,7 @@ def _pool_map(workers: int) -> Iterator[Map]:
     """A process pool's ordered map; an interrupt or error stops the workers at once (a
     finished run lets them exit normally). A worker that dies (the OOM killer: a DES task
     can take ~2 GB) or a task that raises ends the run with a RunError, never a hang."""
+    others = set(multiprocessing.active_children())
     pool = ProcessPoolExecutor(workers, initializer=_ignore_sigint)
 
     def run(fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Any]:
@@ -64,8 +66,9 @@ def _pool_map(workers: int) -> Iterator[Map]:
     try:
         yield run
     except BaseException:
-        # running tasks would otherwise finish first (minutes for a DES run)
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
+        # running tasks would otherwise finish first (minutes for a DES run); the pool's
+        # workers are the children started since it was made
+        for process in set(multiprocessing.active_children()) - others:
             process.terminate()
         pool.shutdown(wait=True, cancel_futures=True)
         raise

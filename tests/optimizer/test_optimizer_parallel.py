@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -47,3 +48,18 @@ def test_dask_schemes_without_their_setup_are_refused(address: str) -> None:
     pytest.importorskip("distributed")
     with pytest.raises(Exception, match="not supported"):
         dask_address(address)
+
+
+def sleep_for(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def test_an_error_in_the_callers_block_stops_running_tasks_at_once() -> None:
+    """Ctrl-C (or any error) while workers run minute-long DES tasks must not wait for them."""
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="stop"), mapper(workers=2) as run:
+        results = run(sleep_for, [0.0, 60.0, 60.0])
+        assert next(results) == 0.0
+        raise RuntimeError("stop")
+    assert time.monotonic() - started < 20
