@@ -330,12 +330,16 @@ _TRIGGER = re.compile(r"-(edge|level|fasteoi|simple)$")
 _ARM_TRIGGERS = ("Edge", "Level")  # the GIC's trigger column, after the hwirq number
 
 
+def cpu_columns(header: str) -> int | None:
+    """How many CPUs a `CPU0 CPU1 ...` header names (None: the line is no such header)."""
+    tokens = header.split()
+    return len(tokens) if tokens and all(t.startswith("CPU") for t in tokens) else None
+
+
 def parse_interrupts(text: str) -> list[IrqLine]:
     """Numbered lines of `/proc/interrupts` (with or without the CPU header line)."""
     lines = text.splitlines()
-    ncpu = None
-    if lines and lines[0].split() and all(t.startswith("CPU") for t in lines[0].split()):
-        ncpu = len(lines[0].split())
+    ncpu = cpu_columns(lines[0]) if lines else None
     out = []
     for line in lines:
         m = re.match(r"^\s*(\d+):(.*)$", line)

@@ -40,7 +40,7 @@ class HostArchive:
         w = np.concatenate([self.worst, worst])
         _, first = np.unique(np.column_stack([v, c, w]), axis=0, return_index=True)
         keep = np.sort(first)
-        keep = keep[candidates(v[keep], c[keep])]
+        keep = keep[candidates(c[keep])]
         both = np.column_stack([v[keep], w[keep]])
         keep = keep[~dominated(both, maximise=(0, both.shape[1] - 1))]
         if len(keep) > CAP:

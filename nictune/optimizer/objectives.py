@@ -60,12 +60,10 @@ def fragile(batch: SettingBatch) -> np.ndarray:
 
 
 def violations(config: Config, metrics: dict[str, np.ndarray],
-               fragility: np.ndarray | None = None) -> np.ndarray:
+               fragility: np.ndarray) -> np.ndarray:
     """Per-transmission constraint violation, shape (P, T)."""
     offered = np.maximum(metrics["packets_offered"], 1.0)
-    out = (metrics["packets_dropped"] + metrics["packets_stranded"]) / offered
-    if fragility is not None:
-        out = out + fragility
+    out = (metrics["packets_dropped"] + metrics["packets_stranded"]) / offered + fragility
     bound = np.array([t.max_latency_p99 or np.inf for t in config.transmissions])
     excess = np.maximum(0.0, metrics["latency_p99_s"] / bound - 1.0)
     return out + np.where(np.isfinite(bound), excess, 0.0)
@@ -124,7 +122,7 @@ def crowding(values: np.ndarray) -> np.ndarray:
     return dist
 
 
-def candidates(values: np.ndarray, violation: np.ndarray) -> np.ndarray:
+def candidates(violation: np.ndarray) -> np.ndarray:
     """Indices allowed to be picked: the feasible ones, else those of least violation."""
     feasible = np.flatnonzero(violation <= FEASIBLE)
     if len(feasible):
@@ -151,7 +149,7 @@ def pick(values: np.ndarray, violation: np.ndarray, prefer: str,
        closest to the ideal point after scaling each objective's logarithm to [0, 1]
        (the knee of the front).
     """
-    idx = candidates(values, violation)
+    idx = candidates(violation)
     low = (values[:, 0] if worst is None else worst)[idx]
     keep = idx[low >= 1.0 - NOISE]
     if not len(keep):  # the default itself is infeasible: just the fastest

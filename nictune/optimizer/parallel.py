@@ -143,14 +143,9 @@ def _dask_map(address: str) -> Iterator[Map]:
 def simulate_task(task: tuple[Config, dict[str, NicSetting], str, int, int]) -> list[Metrics]:
     """One engine run of a group of transmissions (a host): (config, settings, engine,
     seed, window) → their `Metrics` in the order of `settings`."""
+    from nictune.simulator import simulate
+
     config, settings, engine, seed, window = task
-    if engine == "fast":
-        from nictune.simulator.fast import simulate as fast
-
-        results = fast(config, settings, seed=seed, window=window)
-    else:
-        from nictune.simulator import simulate
-
-        results = simulate(config, settings, engine=engine, seed=seed, window=window)
+    results = simulate(config, settings, engine=engine, seed=seed, window=window)
     by_id = {m.transmission: m for m in results}
     return [by_id[tid] for tid in settings]

@@ -152,7 +152,8 @@ class Search:
         a, b = crossover(genes[:pairs], genes[pairs:], ETA_CX, CXPB, rng)
         kids = mutate(np.concatenate([a, b]), ETA_MUT, 1.0 / GENES_PER_NIC, rng)
         local = bounds(mutate(self._from_archives(n - len(composites) - 2 * pairs, rng),
-                              ETA_MUT, ARCHIVE_MUTATION, rng), BOUNDARY, rng)
+                              ETA_MUT, ARCHIVE_MUTATION, rng), BOUNDARY, rng,
+                       GENES_PER_NIC)
         return [*np.concatenate([kids, local]).tolist(), *composites]
 
     def _probe(self) -> list[float]:

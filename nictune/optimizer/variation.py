@@ -71,17 +71,16 @@ def mutate(x: np.ndarray, eta: float, indpb: float, rng: np.random.Generator) ->
     return np.where(hit, moved, x)
 
 
-def bounds(x: np.ndarray, rate: float, rng: np.random.Generator,
-           block: int = 7, genes: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6)) -> np.ndarray:
+def bounds(x: np.ndarray, rate: float, rng: np.random.Generator, block: int) -> np.ndarray:
     """Boundary mutation: in each `block` of genes, with probability `rate`, set one of
-    `genes` to 0 or 1 (the saturated ends of a range: the longest interval, the largest
+    them to 0 or 1 (the saturated ends of a range: the longest interval, the largest
     watermark, the first core, `same_core`), where polynomial steps arrive only slowly;
     gene 0 (the mode, a category) is reset uniformly instead, so a good block also tries
     the other modes."""
     out = x.copy()
     rows, blocks = x.shape[0], x.shape[1] // block
     hit = rng.random((rows, blocks)) < rate
-    which = np.asarray(genes)[rng.integers(0, len(genes), (rows, blocks))]
+    which = rng.integers(0, block, (rows, blocks))
     value = np.where(which == 0, rng.random((rows, blocks)),
                      rng.integers(0, 2, (rows, blocks)).astype(float))
     r, b = np.nonzero(hit)

@@ -636,7 +636,7 @@ def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.nda
     size from a burst's start), the packets lost, whether the ring holds the peak, and
     which elements this holds for (not those that catch up)."""
     n, ws, ti, lam = cx.n, cx.ws, cx.ti, cx.lam
-    first, catches, peak, done, before, wakes = _groups(
+    catches, peak, done, before, wakes = _groups(
         n, n_wake, lam, ws, ti, delay, cx.c("per_burst"), cx.c("bursts"), cx.c("cycle"),
         cx.c("on"), cx.c("off"), horizon)
     ok = np.flatnonzero(~catches)
@@ -646,7 +646,7 @@ def _across_bursts(cx: Ctx, n_wake: np.ndarray, delay: np.ndarray, timed: np.nda
     lost = np.minimum(np.clip(peak - cx.ring, 0.0, None) * wakes, last)
     end = np.maximum(cx.time_of(before + n_wake) + ti + delay + (last - before) * ws,
                      cx.time_of(last) + ws)
-    mean = np.where(wakes > 0, done / np.maximum(wakes, 1.0), first)  # packets a group
+    mean = done / np.maximum(wakes, 1.0)  # packets a group
     start = cx.time_of(n_wake) + ti + delay
     lat = start + ws * (mean - 1.0) / 2.0 - cx.mean_arrival(mean)
     # (the first packet waits longest if the drain gains on the arrivals, the last if it
@@ -664,18 +664,16 @@ def _groups(n: np.ndarray, n_wake: np.ndarray, lam: np.ndarray, ws: np.ndarray,
             ti: np.ndarray, delay: np.ndarray, per_burst: np.ndarray, bursts: np.ndarray,
             cycle: np.ndarray, on: np.ndarray, gap: np.ndarray, horizon: int
             ) -> tuple[np.ndarray, ...]:
-    """`_across_bursts`' groups, element by element: (packets of the first group, whether
-    it catches up in its wake-up burst, the most it queues, the packets the wake-ups take,
+    """`_across_bursts`' groups, element by element: (whether the first group catches up
+    in its wake-up burst, the most it queues, the packets the wake-ups take,
     those taken before the last, the wake-ups)."""
     e = n.size
-    first, peak, done, before, wakes = (np.zeros(e), np.zeros(e), np.zeros(e),
-                                        np.zeros(e), np.zeros(e))
+    peak, done, before, wakes = np.zeros(e), np.zeros(e), np.zeros(e), np.zeros(e)
     catches = np.zeros(e, np.bool_)
     for i in range(e):
         taken, offset, catches[i], peak[i] = _group(
             0.0, n_wake[i], lam[i], ws[i], ti[i], delay[i], per_burst[i], bursts[i],
             cycle[i], on[i], gap[i])
-        first[i] = taken
         if catches[i]:
             continue
         going = True
@@ -696,7 +694,7 @@ def _groups(n: np.ndarray, n_wake: np.ndarray, lam: np.ndarray, ws: np.ndarray,
             before[i] = done[i] + (extra - 1.0) * size
             done[i] += extra * size
             wakes[i] += extra
-    return first, catches, peak, done, before, wakes
+    return catches, peak, done, before, wakes
 
 
 @compiled

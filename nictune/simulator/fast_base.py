@@ -134,7 +134,6 @@ class Mode:
     # ALL_FOLLOWED: also what is left below a watermark, kept only where the ring holds
     # every packet or the mean load is below the core's (a saturated core keeps them)
     followed: np.ndarray | float = 0.0
-    waits_drawn: np.ndarray | float = 0.0  # 1: the mode drew the random wait itself
 
 
 @dataclass

@@ -122,7 +122,7 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
 
     `wait_mean`, `wait_busy`: a random wait before each drain on top of `delay`
     (`fast_shared.mix_waits`); the Poisson chains (exact and binned) draw it per drain in
-    their transitions (`Mode.waits_drawn` says where), the other models leave it to the
+    their transitions (`draws_waits` says where), the other models leave it to the
     caller.
     """
     lam, ti, ws, ring = cx.lam, cx.ti, cx.ws, cx.ring
@@ -244,7 +244,7 @@ def passive(cx: Ctx, period: np.ndarray, delay: np.ndarray,
     followed = zero.copy()
     followed[follow] = COUNTS_FOLLOWED
     return Mode(interrupts=interrupts, empty=empty, delivered=delivered, stranded=zero,
-                 followed=followed, waits_drawn=drawn.astype(float), duration=duration,
+                 followed=followed, duration=duration,
                  lat_mean=lat[0], lat_p99=lat[1])
 
 

@@ -16,7 +16,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from nictune.deploy.parsers import is_count
+from nictune.deploy.parsers import cpu_columns, is_count
 from nictune.errors import RunError
 
 NET_DEV_FIELDS = ("rx_bytes", "rx_packets", "rx_errs", "rx_drop", "rx_fifo", "rx_frame")
@@ -35,12 +35,6 @@ def _count(token: str, where: str) -> int:
     return int(token)
 
 
-def _cpu_columns(header: str) -> int | None:
-    """How many CPUs a `CPU0 CPU1 ...` header names (None: the line is no such header)."""
-    tokens = header.split()
-    return len(tokens) if tokens and all(t.startswith("CPU") for t in tokens) else None
-
-
 def _increase(after: list[int], before: list[int]) -> int:
     """Sum of per-CPU increases of 32-bit counters: one that wrapped still counts up."""
     before = before + [0] * (len(after) - len(before))  # a line or CPU new since `before`
@@ -51,7 +45,7 @@ def parse_interrupts(text: str, iface: str,
                      irqs: tuple[str, ...] = ()) -> dict[str, list[int]] | None:
     """Per-CPU counts of each IRQ line of the NIC; None if the NIC has no lines."""
     lines = text.splitlines()
-    ncpu = _cpu_columns(lines[0]) if lines else None
+    ncpu = cpu_columns(lines[0]) if lines else None
     name = re.compile(rf"(^|[\s:@-]){re.escape(iface)}($|[\s:@-])")
     out: dict[str, list[int]] = {}
     for line in lines:
@@ -71,7 +65,7 @@ def parse_interrupts(text: str, iface: str,
 def parse_softirqs(text: str, kind: str = "NET_RX") -> list[int]:
     """The per-CPU counts of the `kind` row of /proc/softirqs ([] if absent)."""
     lines = text.splitlines()
-    ncpu = _cpu_columns(lines[0]) if lines else None
+    ncpu = cpu_columns(lines[0]) if lines else None
     for line in lines:
         head, _, rest = line.partition(":")
         if head.strip() == kind:

@@ -29,7 +29,7 @@ class Summary:
         return {**asdict(self), "half_width": self.half_width}
 
 
-def summarize(values: Sequence[float], confidence: float = 1 - ALPHA) -> Summary:
+def summarize(values: Sequence[float]) -> Summary:
     """Mean and a two-sided t confidence interval (NaN where undefined: the sd and the
     interval of a single value, everything of none)."""
     xs = _clean(values)
@@ -41,7 +41,7 @@ def summarize(values: Sequence[float], confidence: float = 1 - ALPHA) -> Summary
     if n == 1:
         return Summary(1, mean, nan, nan, nan)
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
-    half = float(_st.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
+    half = float(_st.t.ppf(1 - ALPHA / 2, n - 1)) * sd / math.sqrt(n)
     return Summary(n, mean, sd, mean - half, mean + half)
 
 
@@ -66,7 +66,7 @@ class Comparison:
 
 
 def compare(metric: str, default: Sequence[float], optimized: Sequence[float],
-            higher_is_better: bool = True, alpha: float = ALPHA) -> Comparison:
+            higher_is_better: bool = True) -> Comparison:
     """Welch's two-sample t-test (unequal variances) of optimized against default."""
     a, b = summarize(default), summarize(optimized)
     nan = float("nan")
@@ -82,8 +82,8 @@ def compare(metric: str, default: Sequence[float], optimized: Sequence[float],
         t, p = float(res.statistic), float(res.pvalue)
     diff = b.mean - a.mean
     change = diff / a.mean if a.mean else nan
-    ci = _relative_ci(a, b, alpha)
-    significant = bool(math.isfinite(p) and p < alpha)
+    ci = _relative_ci(a, b)
+    significant = bool(math.isfinite(p) and p < ALPHA)
     better = diff > 0 if higher_is_better else diff < 0
     if not significant:
         verdict = "no significant difference"
@@ -92,7 +92,7 @@ def compare(metric: str, default: Sequence[float], optimized: Sequence[float],
     return Comparison(metric, a, b, change, ci, t, p, significant, higher_is_better, verdict)
 
 
-def _relative_ci(a: Summary, b: Summary, alpha: float) -> tuple[float, float]:
+def _relative_ci(a: Summary, b: Summary) -> tuple[float, float]:
     """CI of b.mean / a.mean - 1 by the delta method: variance vb/ma² + mb²·va/ma⁴ (both
     means uncertain), t quantile at the Welch-Satterthwaite degrees of freedom of those
     two terms. NaN with fewer than two values per arm or a zero default mean."""
@@ -105,7 +105,7 @@ def _relative_ci(a: Summary, b: Summary, alpha: float) -> tuple[float, float]:
     if var == 0:
         return r, r
     dof = var ** 2 / (from_a ** 2 / (a.n - 1) + from_b ** 2 / (b.n - 1))
-    half = float(_st.t.ppf(1 - alpha / 2, dof)) * math.sqrt(var)
+    half = float(_st.t.ppf(1 - ALPHA / 2, dof)) * math.sqrt(var)
     return r - half, r + half
 
 
