@@ -11,7 +11,6 @@ one-line message before any host is touched. It imports nothing from `simulator`
 from __future__ import annotations
 
 import datetime as _dt
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from nictune.model import (
     PLACEMENTS,
     NicSetting,
 )
+from nictune.units import is_finite_number
 
 PLAN_FORMAT = 1
 SETTING_JSON_KEYS = ("mode", "poll_interval_s", "watermark", "watermark_timeout_s",
@@ -139,12 +139,6 @@ def _name(raw: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
-def _finite(value: Any) -> bool:
-    """A finite int or float (not a bool, not NaN or infinity)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(
-        value)
-
-
 def _check_predicted(raw: Any, where: str) -> dict[str, dict[str, Any]]:
     """`predicted`: per arm (default, optimized, fast_default, fast_optimized) the metrics
     of DESIGN §4; the numbers the validation report compares must be finite numbers."""
@@ -155,7 +149,7 @@ def _check_predicted(raw: Any, where: str) -> dict[str, dict[str, Any]]:
             raise PlanError(f"{where}.{arm}: expected a mapping of metrics, got {metrics!r}")
         for key in PREDICTED_NUMBERS:
             value = metrics.get(key)
-            if value is not None and not _finite(value):
+            if value is not None and not is_finite_number(value):
                 raise PlanError(f"{where}.{arm}.{key}: expected a finite number, got {value!r}")
     return raw
 
@@ -208,7 +202,7 @@ def parse_plan(raw: object, source: str = "<plan>", require: tuple[str, ...] = (
         numbers = {}
         for key in ("rate_pps", "size_bytes"):
             value = item.get(key, 0.0)
-            if not _finite(value) or value < 0:
+            if not is_finite_number(value) or value < 0:
                 raise PlanError(f"{where}.{key}: expected a finite number >= 0, got {value!r}")
             numbers[key] = float(value)
         entries.append(PlanEntry(

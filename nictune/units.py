@@ -7,6 +7,7 @@ the file and field it came from.
 
 from __future__ import annotations
 
+import math
 import re
 
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ/%]*)\s*$")
@@ -32,6 +33,16 @@ def shown_int(value: int) -> str:
     """An integer for a message: its digits, or how many there are past 20."""
     text = str(value)
     return text if len(text) <= 20 else f"an integer of {len(text)} digits"
+
+
+def is_number(value: object) -> bool:
+    """An int or float read from YAML or JSON (not a bool)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def is_finite_number(value: object) -> bool:
+    """An int or float, not a bool, NaN or infinity."""
+    return is_number(value) and math.isfinite(value)  # type: ignore[arg-type]
 
 
 def as_float(value: int | float) -> float:

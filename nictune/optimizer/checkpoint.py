@@ -20,7 +20,7 @@ from nictune.files import atomic_write
 from nictune.optimizer.archive import HostArchive
 from nictune.optimizer.objectives import PREFERENCES
 from nictune.simulator import ENGINES
-from nictune.units import shown_int
+from nictune.units import is_finite_number, is_number, shown_int
 
 CHECKPOINT = "checkpoint.json"
 CHECKPOINT_FORMAT = 1
@@ -138,16 +138,8 @@ def _check_logbook(logbook: object, generation: int) -> None:
     keys = list(logbook[0]) if isinstance(logbook[0], dict) else []
     for row in logbook:
         if keys[:1] != ["generation"] or not isinstance(row, dict) or list(row) != keys or \
-                not all(_number(v) for v in row.values()):
+                not all(is_number(v) for v in row.values()):
             raise ValueError(f"logbook: a malformed row {str(row)[:60]}")
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _is_finite(value: object) -> bool:
-    return _number(value) and math.isfinite(value)  # type: ignore[arg-type]
 
 
 def _check_state(s: State) -> None:
@@ -171,8 +163,8 @@ def _check_state(s: State) -> None:
     arity = 3 + o.energy  # (the genes' shape is the config's: Search.resume checks it)
     if any(len(f) != arity for f in s.fitness):
         raise ValueError(f"fitnesses of the wrong shape ({arity} objectives)")
-    if not all(_is_finite(v) for f in s.fitness for v in f) or \
-            not all(_is_finite(c) or c == math.inf for c in s.crowding):
+    if not all(is_finite_number(v) for f in s.fitness for v in f) or \
+            not all(is_finite_number(c) or c == math.inf for c in s.crowding):
         raise ValueError("a fitness or crowding distance that is not a finite number")
     if not s.archives or any(a.genes.ndim != 2 or not len(a.genes) for a in s.archives):
         raise ValueError("an empty or malformed host archive")
