@@ -541,10 +541,48 @@ def capture(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (no usage dump) and exit code 2, like nictune's."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        sys.exit(2)
+
+
+def _number(kind: type, low: float, high: float | None = None, above: bool = False
+            ) -> Callable[[str], Any]:
+    """An argparse type: a `kind` (int or float) of at least `low` (more than it with
+    `above`) and at most `high`."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or value != value or value in (float("inf"), float("-inf")) or \
+                value < low or (above and value == low) or (high is not None and value > high):
+            bound = f"more than {low:g}" if above else f"at least {low:g}"
+            raise argparse.ArgumentTypeError(
+                f"expected {'a whole number' if kind is int else 'a number'} {bound}"
+                f"{f' and at most {high:g}' if high is not None else ''}, got {text!r}")
+        return value
+
+    return parse
+
+
+# the setting's values, from the command line or the capture profile: (option, profile
+# key, kind, least, more than the least only)
+SETTING = {"ring_slots": ("--ring-slots", "ring_slots", int, 1, False),
+           "watermark": ("--watermark", "watermark", int, 1, False),
+           "watermark_timeout": ("--watermark-timeout", "watermark_timeout_s", float, 0, False),
+           "poll_interval": ("--poll-interval", "poll_interval_s", float, 0, True),
+           "busy_poll_us": ("--busy-poll-us", "busy_poll_us", int, 0, False)}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="agent.py", description=__doc__.splitlines()[0])
+    p = _Parser(prog="agent.py", description=__doc__.splitlines()[0])
     p.add_argument("--iface", required=True)
-    p.add_argument("--port", type=int, required=True, help="UDP destination port")
+    p.add_argument("--port", type=_number(int, 1, 65535), required=True,
+                   help="UDP destination port")
     p.add_argument("--mode", choices=MODES,
                    help="receive mode (default: the deployer's capture profile)")
     p.add_argument("--profile", help=f"capture profile JSON (default {PROFILE_DIR}/IFACE.json)")
@@ -554,14 +592,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--poll-interval", type=float, help="seconds")
     p.add_argument("--busy-poll-us", type=int,
                    help="busy_poll: SO_BUSY_POLL microseconds (default: the profile's)")
-    p.add_argument("--packet-size", type=int, default=1500, help="IP packet size (bytes)")
-    p.add_argument("--snaplen", type=int, default=2048)
-    p.add_argument("--count", type=int, default=0, help="stop after this many packets")
-    p.add_argument("--idle-timeout", type=float, default=2.0,
+    p.add_argument("--packet-size", type=_number(int, 1, 65535), default=1500,
+                   help="IP packet size (bytes)")
+    p.add_argument("--snaplen", type=_number(int, 1, 65535), default=2048,
+                   help="bytes of each packet the ring keeps")
+    p.add_argument("--count", type=_number(int, 0), default=0,
+                   help="stop after this many packets (0: no limit)")
+    p.add_argument("--idle-timeout", type=_number(float, 0.0, above=True), default=2.0,
                    help="stop this long after the last packet (s)")
-    p.add_argument("--start-timeout", type=float, default=30.0,
+    p.add_argument("--start-timeout", type=_number(float, 0.0, above=True), default=30.0,
                    help="give up if no packet arrives within this (s)")
-    p.add_argument("--max-duration", type=float, default=0.0)
+    p.add_argument("--max-duration", type=_number(float, 0.0), default=0.0,
+                   help="stop after this long in any case (s; 0: no limit)")
     p.add_argument("--backend", choices=("auto", "pfring", "af_packet"), default="auto")
     p.add_argument("--pfring-lib", help="path to libpfring.so")
     p.add_argument("--ready-file", help="written once the ring is ready for traffic")
@@ -589,6 +631,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+        option, name, kind, least, above = SETTING[key]
+        try:
+            setattr(args, key, _number(kind, least, above=above)(str(getattr(args, key))))
+        except argparse.ArgumentTypeError as exc:
+            p.error(f"{option} (or the capture profile's {name}): {exc}")
     args.watermark_timeout = float(args.watermark_timeout or 0.0)
     args.poll_interval = float(args.poll_interval)
     if args.mode == "watermark":

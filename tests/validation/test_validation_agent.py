@@ -77,6 +77,30 @@ def test_a_broken_profile_is_a_one_line_usage_error(
     assert message in err and str(path) in err
 
 
+@pytest.mark.parametrize("options, profile, message", [
+    # (each ran: a ring of -5 slots, a poll every -1 s, a port no packet can have)
+    (["--ring-slots", "-5"], {}, "--ring-slots (or the capture profile's ring_slots): "
+     "expected a whole number at least 1, got '-5'"),
+    (["--poll-interval", "nan"], {}, "expected a number more than 0, got 'nan'"),
+    ([], {"mode": "passive_wait", "poll_interval_s": -3}, "capture profile's poll_interval_s"),
+    ([], {"mode": "watermark", "watermark": True}, "capture profile's watermark"),
+    (["--port", "70000"], {}, "argument --port: expected a whole number at least 1 and at "
+     "most 65535, got '70000'"),
+    (["--snaplen", "0"], {}, "argument --snaplen"), (["--count", "-3"], {}, "--count"),
+    (["--max-duration", "-2"], {}, "--max-duration"),
+    (["--start-timeout", "0"], {}, "--start-timeout")])
+def test_bad_options_and_profile_values_are_one_line_usage_errors(
+        tmp_path: Path, capsys: pytest.CaptureFixture, options: list[str],
+        profile: dict, message: str) -> None:
+    path = tmp_path / "eth7.json"
+    path.write_text(json.dumps(profile or {"mode": "passive_wait"}))
+    with pytest.raises(SystemExit) as exit_:
+        profile_args(path, *options)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith("agent.py: error: ") and message in err, err
+
+
 def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
 
