@@ -9,7 +9,7 @@ import numpy as np
 
 from nictune.model import Config, NicSetting
 from nictune.optimizer.encoding import Encoding
-from nictune.optimizer.objectives import fragile
+from nictune.optimizer.objectives import end_wait, fragile
 from nictune.optimizer.parallel import Map, serial_map, simulate_task
 from nictune.simulator.fast import METRIC_KEYS, evaluate_batch
 from nictune.simulator.metrics import Metrics
@@ -37,7 +37,7 @@ class Evaluator:
         self.cache: dict[tuple[str, int, tuple[NicSetting, ...]], list[Metrics]] = {}
 
     def __call__(self, genes: np.ndarray) -> dict[str, np.ndarray]:
-        """Metrics (P, T) plus `fragile` (see `objectives.fragile`)."""
+        """Metrics (P, T) plus `fragile` and `end_wait` (see `objectives`)."""
         batch = self.encoding.batch(genes)
         if self.engine == "fast":
             out = evaluate_batch(self.config, self.encoding.transmissions, batch)
@@ -45,7 +45,7 @@ class Evaluator:
             p, t = batch.shape
             out = metrics_arrays(self.run([[batch.setting(i, j) for j in range(t)]
                                            for i in range(p)], "des"))
-        return {**out, "fragile": fragile(batch)}
+        return {**out, "fragile": fragile(batch), "end_wait": end_wait(batch)}
 
     def run(self, settings: list[list[NicSetting]], engine: str) -> list[list[Metrics]]:
         """`Metrics` of rows of per-transmission settings: one engine run per host and
