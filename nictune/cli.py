@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nictune import __version__
-from nictune.errors import InputError, RunError
+from nictune.errors import InputError, RunError, one_line
 
 DESCRIPTION = ("Tune Linux NIC receive settings per data transmission: simulate, optimise, "
                "deploy over SSH with rollback, and validate with real traffic.")
@@ -70,19 +70,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except InputError as exc:
-        print(f"nictune {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"nictune {args.command}: error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
     except RunError as exc:
-        print(f"nictune {args.command}: failed: {_one_line(exc)}", file=sys.stderr)
+        print(f"nictune {args.command}: failed: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"nictune {args.command}: interrupted", file=sys.stderr)
         return 130
-
-
-def _one_line(exc: Exception) -> str:
-    """The message on one line: names from files can hold newlines (shown as \\n)."""
-    return str(exc).replace("\r", "\\r").replace("\n", "\\n")
 
 
 if __name__ == "__main__":

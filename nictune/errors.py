@@ -83,3 +83,9 @@ def read_yaml(path: Path, what: str, error: type[InputError] = InputError) -> An
         raise error(f"{path}: invalid YAML: nested too deeply") from None
     except ValueError as exc:  # (a date that does not exist: 2020-02-30)
         raise error(f"{path}: invalid YAML: {exc}") from None
+
+
+def one_line(text: object) -> str:
+    """`text` on one line: names from files and output from hosts can hold newlines (shown
+    as \\n), which would otherwise print as lines of their own."""
+    return str(text).replace("\r", "\\r").replace("\n", "\\n")

@@ -19,7 +19,7 @@ from nictune.deploy.inventory import HostInventory, Inventory, check_plan_nics, 
 from nictune.deploy.probe import HostProbe, probe_host
 from nictune.deploy.transaction import HostResult, Options, apply_host, confirm_host, restore_host
 from nictune.deploy.transport import Connection
-from nictune.errors import InputError
+from nictune.errors import InputError, one_line
 from nictune.model import NicSetting
 from nictune.plan import load_plan
 
@@ -74,7 +74,7 @@ def probe_cmd(args: argparse.Namespace) -> int:
         return _finish(args, group)
     for name, outcome in group.outcomes.items():
         if not outcome.ok or outcome.value is None:
-            print(f"{name}: FAILED: {outcome.error}")
+            print(f"{name}: FAILED: {one_line(outcome.error)}")
             continue
         _print_probe(outcome.value)
     return _finish(args, group)
@@ -108,14 +108,14 @@ def _print_results(group: GroupResult[HostResult], verb: str) -> None:
     for name, outcome in group.outcomes.items():
         r = outcome.value
         if r is None:
-            print(f"{name}: FAILED: {outcome.error}")
+            print(f"{name}: FAILED: {one_line(outcome.error)}")
             continue
         head = f"{name}: {r.status}" + (f" ({len(r.changes)} changes)" if r.changes else "")
-        print(head + (f": {r.error}" if r.error else ""))
+        print(head + (f": {one_line(r.error)}" if r.error else ""))
         for c in r.changes:
             print(f"  {c.knob}: {_short(c.before)} -> {_short(c.after)}")
         for n in r.notes:
-            print(f"  note: {n.describe()}")
+            print(f"  note: {one_line(n.describe())}")
     ok, stopped = group.succeeded, group.not_started
     print(f"{verb}: {len(ok)} of {len(group.outcomes) + len(stopped)} hosts ok" +
           (f"; failed: {', '.join(group.failed)}" if group.failed else "") +

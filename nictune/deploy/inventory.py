@@ -42,6 +42,7 @@ DNS_NAME = re.compile(r"^(?=.{1,253}\Z)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9
                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?\Z")
 NETNS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 REMOTE_PATH = re.compile(r"^/[A-Za-z0-9_./-]*\Z")
+SCOPE = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")  # an IPv6 zone: an interface name or number
 HOST_KEYS = ("address", "port", "user", "key_file", "known_hosts", "sudo", "nics", "netns",
              "root")
 
@@ -104,7 +105,10 @@ def _fail(source: str, where: str, reason: str) -> InventoryError:
 def _address(value: Any, source: str, where: str) -> str:
     if isinstance(value, str):
         try:
-            return str(ipaddress.ip_address(value))
+            address = str(ipaddress.ip_address(value))
+            # (ipaddress takes anything as an IPv6 scope after '%', newlines and '$(' too)
+            if "%" not in address or SCOPE.match(address.partition("%")[2]):
+                return address
         except ValueError:
             if DNS_NAME.match(value) and not value.replace(".", "").isdigit():
                 return value

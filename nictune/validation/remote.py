@@ -8,6 +8,8 @@ hping3. Nothing here changes NIC settings: that is the deployer's job.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import itertools
 import json
 import re
 import secrets
@@ -47,10 +49,11 @@ class Receiver:
             for path in AGENT_FILES:
                 conn.put(str(path), f"{directory}/{path.name}")
             res = conn.run(["ip", "-4", "-o", "addr", "show", "dev", iface])
-            address = next((w.split("/")[0] for line in res.stdout.splitlines()
-                            for i, w in enumerate(line.split())
-                            if i > 0 and line.split()[i - 1] == "inet"), "")
-            if not res.ok or not address:
+            try:
+                address = ipv4_address(res.stdout) if res.ok else ""
+            except RunError as exc:
+                raise RunError(f"{host.name}: interface {iface}: {exc}") from None
+            if not address:
                 raise RunError(f"{host.name}: interface {iface} has no IPv4 address to send "
                                f"to ({res.error_line() if not res.ok else 'ip addr shows none'})")
             hz = conn.run(["getconf", "CLK_TCK"]).stdout.strip()
@@ -68,6 +71,20 @@ class Receiver:
         with contextlib.suppress(RunError):
             self.conn.reconnect_if_lost()
         _stop(self.conn, shlex.join(["rm", "-rf", self.directory]))
+
+
+def ipv4_address(ip_addr: str) -> str:
+    """The first address `ip -4 -o addr show` lists ('' if none). It goes to hping3 on the
+    sender, where anything but an address could be an option: RunError if it is not one."""
+    for line in ip_addr.splitlines():
+        words = line.split()
+        for before, word in itertools.pairwise(words):
+            if before == "inet":
+                try:
+                    return str(ipaddress.IPv4Address(word.split("/")[0]))
+                except ValueError:
+                    raise RunError(f"ip addr shows {word[:40]!r} as an IPv4 address") from None
+    return ""
 
 
 def _private_directory(conn: Connection, host: HostInventory) -> str:
@@ -105,6 +122,13 @@ def _stop(conn: Connection, command: str) -> None:
             conn.run(command, timeout=10)
 
 
+def stop_agent_command(ready: str) -> str:
+    """Stop the agent whose pid is in its `ready` file, and remove the file. The file's
+    content is one argument after `--`: never an option of kill (`-l`, `-9 -1`)."""
+    path = shlex.quote(ready)
+    return f"kill -- \"$(cat {path})\" 2>/dev/null; rm -f {path}"
+
+
 def measure(rx: Receiver, sender: Connection, spec: traffic.TrafficSpec,
             agent_args: list[str], tag: str) -> dict[str, Any]:
     """Start the agent, run hping3, wait for the agent's JSON; one run's raw results.
@@ -131,8 +155,7 @@ def measure(rx: Receiver, sender: Connection, spec: traffic.TrafficSpec,
     except BaseException:
         _stop(sender, traffic.stop_command(pidfile))
         # this run's agent: its pid is in the ready file
-        _stop(rx.conn, f"kill $(cat {shlex.quote(ready)}) 2>/dev/null; "
-                       f"rm -f {shlex.quote(ready)}")
+        _stop(rx.conn, stop_agent_command(ready))
         raise
     text = rx.conn.read_file(out, missing_ok=False) or ""
     rx.conn.run(["rm", "-f", ready, out, out + ".log"])

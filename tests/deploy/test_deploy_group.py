@@ -117,3 +117,17 @@ def test_a_host_that_never_connected_has_every_result_key(
     assert set(host) == {"host", "status", "ok", "error", "restore_verified", "seconds",
                          "changes", "notes"}
     assert host["status"] == "failed" and "cannot connect" in host["error"]
+
+
+def test_a_hosts_error_prints_on_its_own_line(capsys: pytest.CaptureFixture) -> None:
+    """Errors carry host output and names; a newline in one must not print as a forged
+    result line of its own (`rx1: applied`)."""
+    group: GroupResult[HostResult] = GroupResult({
+        "h0": HostOutcome("h0", False, error="cannot connect\nrx1: applied"),
+        "h1": HostOutcome("h1", False, HostResult("h1", "failed", False,
+                                                   error="ethtool said\nrx1: applied"))})
+    hosts_cli._print_results(group, "deploy")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["h0: FAILED: cannot connect\\nrx1: applied",
+                     "h1: failed: ethtool said\\nrx1: applied",
+                     "deploy: 0 of 2 hosts ok; failed: h0, h1"]

@@ -45,6 +45,12 @@ def test_valid_inventory_resolves_paths(tmp_path: Path) -> None:
     assert inv.select(None) == [host]
 
 
+@pytest.mark.parametrize("address", ["fe80::1%eth0", "fe80::1%3", "192.0.2.7", "rx1.lab."])
+def test_addresses_with_and_without_an_ipv6_zone(tmp_path: Path, address: str) -> None:
+    assert load_inventory(write_inventory(tmp_path, {"address": address})).hosts[
+        "rx1"].address == address
+
+
 @pytest.mark.parametrize("host, field", [
     ({"nics": {"nic-1": "eth0; reboot"}}, "nics.nic-1"),
     ({"nics": {"nic-1": "$(reboot)"}}, "nics.nic-1"),
@@ -54,6 +60,10 @@ def test_valid_inventory_resolves_paths(tmp_path: Path) -> None:
     ({"nics": {"bad id!": "eth0"}}, "nics"),
     ({"nics": {"a": "eth0", "b": "eth0"}}, "nics"),
     ({"address": "10.0.0.1; reboot"}, "address"),
+    # (ipaddress takes anything as an IPv6 zone: these were addresses, and the second one
+    # printed as two forged result lines)
+    ({"address": "fe80::1%$(id);x"}, "address"),
+    ({"address": "fe80::1%x\nrx1: applied"}, "address"),
     ({"address": 12}, "address"),
     ({"port": "22"}, "port"),
     ({"port": 70000}, "port"),

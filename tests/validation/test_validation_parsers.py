@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from nictune.errors import InputError, RunError
 from nictune.model import NicSetting
 from nictune.plan import PlanEntry
 from nictune.validation import counters, stats, traffic
-from nictune.validation.remote import agent_result
+from nictune.validation.remote import agent_result, ipv4_address, stop_agent_command
 
 DATA = Path(__file__).with_name("data")
 
@@ -287,3 +289,28 @@ def test_the_agents_result_must_be_an_object_with_its_counters(text: str, messag
         agent_result("rx1", text)
     good = agent_result("rx1", '{"counters_before": {}, "counters_after": {}, "x": 1}')
     assert good["x"] == 1
+
+
+def test_the_receivers_address_from_ip_addr() -> None:
+    """It goes to hping3 on the sender as its target: what follows `inet` must be an
+    IPv4 address (a host printing `inet --version/24` made hping3 take an option)."""
+    real = ("3: veth0    inet 10.250.1.2/24 scope global veth0\\       valid_lft forever "
+            "preferred_lft forever\n")
+    assert ipv4_address(real) == "10.250.1.2"
+    assert ipv4_address("") == ""
+    with pytest.raises(RunError, match="'--version/24' as an IPv4 address"):
+        ipv4_address("3: veth0    inet --version/24 scope global veth0\n")
+
+
+def test_stopping_the_agent_reads_its_ready_file_as_a_pid_only(tmp_path: Path) -> None:
+    """The clean-up ran `kill $(cat READY)`: a ready file holding `-l` listed the signals,
+    one holding `-9 -1` would have killed every process of the user."""
+    ready = tmp_path / "run.ready"
+    ready.write_text("-l")
+    res = subprocess.run(["sh", "-c", stop_agent_command(str(ready))], capture_output=True,
+                         text=True)
+    assert "HUP" not in res.stdout and not ready.exists()
+    sleeper = subprocess.Popen(["sleep", "60"])
+    ready.write_text(str(sleeper.pid))
+    subprocess.run(["sh", "-c", stop_agent_command(str(ready))], check=True)
+    assert sleeper.wait(timeout=10) == -signal.SIGTERM and not ready.exists()
