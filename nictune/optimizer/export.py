@@ -252,6 +252,9 @@ def write_plots(search: Search, prefer: str, directory: Path) -> None:
     plt.close(fig)
 
 
+COSTLY = 2.0  # a latency or CPU this many times the default's is listed under the table
+
+
 def _setting(config: Config, nic: str, s: NicSetting) -> str:
     """`describe()`, plus IRQ core and placement where the host has several NICs."""
     host = config.nics[nic].host
@@ -291,7 +294,37 @@ def table(config: Config, out: Outcome, engine_label: str) -> str:
             flagged.setdefault(f, []).append(t.id)
     if flagged:
         lines += ["", "Flagged (⚠):"] + [f"- {', '.join(ids)}: {f}" for f, ids in flagged.items()]
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *costs(config, out)])
+
+
+def costs(config: Config, out: Outcome) -> list[str]:
+    """What the plan changes beside the table, per transmission, default → optimized: the
+    packets lost and the 99th-percentile latency (the search holds it only where the
+    config bounds it); then the transmissions whose latency or CPU grows COSTLY times or
+    more, each with its factor."""
+    lines = ["Losses and latency (default → optimized):", "",
+             "| transmission | packets lost | p99 latency |", "|---|---|---|"]
+    grown: dict[str, list[tuple[float, str]]] = {"p99 latency": [], "CPU": []}
+    for i, t in enumerate(config.transmissions):
+        d, o = out.default[i], out.optimized[i]
+        lost = [100 * m.packets_dropped / max(m.packets_offered, 1) for m in (d, o)]
+        lines.append(f"| {t.id} | {lost[0]:.3g} % → {lost[1]:.3g} % "
+                     f"| {format_duration(d.latency_p99_s)} → {format_duration(o.latency_p99_s)} |")
+        for key, before, after, unit in (
+                ("p99 latency", d.latency_p99_s, o.latency_p99_s, format_duration),
+                ("CPU", d.cpu_util, o.cpu_util, lambda x: f"{100 * x:.3g} %")):
+            if before > 0 and after >= COSTLY * before:
+                mode = ", busy polling" if out.settings[i].mode == "busy_poll" else ""
+                grown[key].append((after / before, f"{t.id} {unit(before)} → {unit(after)}"
+                                                   f" (×{after / before:.3g}{mode})"))
+    for key, rows in grown.items():
+        if rows:
+            rows.sort(reverse=True)
+            shown = "; ".join(text for _, text in rows[:5])
+            more = f"; and {len(rows) - 5} more" if len(rows) > 5 else ""
+            lines += ["", f"{key} {COSTLY:g}× the default's or more: {len(rows)} of "
+                          f"{len(config.transmissions)} transmissions — {shown}{more}."]
+    return lines
 
 
 def write_summary(config: Config, out: Outcome, meta: dict[str, Any], directory: Path) -> str:

@@ -4,6 +4,7 @@ archives are written by hand so that the first choice is one the DES rejects."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -141,3 +142,22 @@ def test_a_note_shared_by_transmissions_is_listed_once(search: Search) -> None:
                                                     ["other"]]), "fast")
     assert "- a, b: des_guard: x" in text and "- d: other" in text
     assert text.count("des_guard: x") == 1
+
+
+def test_the_summary_shows_what_the_plan_costs(search: Search) -> None:
+    """Latency is not an objective (only a bound where the config sets one) and busy
+    polling spins a core: the summary lists both where they grow 2× or more, with losses
+    and p99 latency per transmission (paper-47's plan raised p99 latency ~14× unsaid)."""
+    out = outcome(search, "throughput", "none")
+    busy = NicSetting("busy_poll", ring_slots=1024)
+    slow = replace(out.optimized[1], latency_p99_s=out.default[1].latency_p99_s * 3)
+    spin = replace(out.optimized[2], cpu_util=min(1.0, out.default[2].cpu_util * 4 + 1e-3))
+    text = table(search.config, replace(out, optimized=[out.optimized[0], slow, spin,
+                                                        *out.optimized[3:]],
+                                        settings=[*out.settings[:2], busy,
+                                                  *out.settings[3:]]), "fast")
+    assert "| transmission | packets lost | p99 latency |" in text
+    assert "p99 latency 2× the default's or more: 1 of 4 transmissions — b " in text
+    assert "(×3)" in text.split("p99 latency 2×")[1]
+    cpu = text.split("CPU 2× the default's or more: ")[1]
+    assert re.search(r"(— |; )c [\d.]+ % → [\d.]+ % \(×[\d.]+, busy polling\)", cpu), cpu
