@@ -105,16 +105,17 @@ class _Progress:
     last generation's, the DES runs of the next one appended; elsewhere a line per
     generation, and a DES count at most every `every` seconds."""
 
-    def __init__(self, tty: bool | None = None, every: float = 10.0):
+    def __init__(self, tty: bool | None = None, every: float = 10.0,
+                 prefer: str = "throughput"):
         self.tty = sys.stderr.isatty() if tty is None else tty
-        self.every, self.last, self.line = every, time.monotonic(), ""
+        self.every, self.last, self.line, self.prefer = every, time.monotonic(), "", prefer
 
     def generation(self, gen: int, total: int, gain: float, front: int, rate: float) -> None:
         width = 20
         done = width * gen // max(total, 1)
         speed = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"  # (a DES generation: 0.05)
-        line = (f"gen {gen:>4}/{total} [{'#' * done}{'-' * (width - done)}] best throughput "
-                f"{gain:+.3f} %, front {front}, {speed} evals/s")
+        line = (f"gen {gen:>4}/{total} [{'#' * done}{'-' * (width - done)}] {self.prefer} "
+                f"plan {gain:+.3f} %, front {front}, {speed} evals/s")
         self.line = line if gen < total else ""
         self._write(f"\r{line}\033[K" + ("\n" if gen >= total else "") if self.tty else
                     f"{line}\n")
@@ -148,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     search: Search | None = None
     try:
         with mapper(workers, args.dask) as map_fn:
-            progress = _Progress()
+            progress = _Progress(prefer=options.prefer)
             evaluator = Evaluator(config, Encoding(config), options.engine, options.seed,
                                   options.window, map_fn, progress.des_run)
             search = Search(config, options, evaluator, out, progress.generation)

@@ -204,47 +204,72 @@ def _describe(search: Search, genes: Sequence[float]) -> str:
         enc.spaces, enc.nic_settings(list(genes)), strict=True))
 
 
+def _same(series: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The series of `series` with equal ones merged: [("throughput = interrupts", v), ...]
+    (a plan drawn under another is otherwise missing from its plot)."""
+    out: list[tuple[list[str], Any]] = []
+    for name, value in series.items():
+        for names, seen in out:
+            if np.array_equal(seen, value):
+                names.append(name)
+                break
+        else:
+            out.append(([name], value))
+    return [(" = ".join(names), value) for names, value in out]
+
+
 def write_plots(search: Search, prefer: str, directory: Path) -> None:
+    """convergence.png (each plan's gain, and the chosen plan's interrupts ratio, per
+    generation) and pareto.png (the final population and the plans). The ratios are the
+    search's: geometric means over the transmissions, throughput with the last packet's
+    worst wait (`objectives.end_robust`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
 
     s = search.state
     assert s is not None
     gen = [r["generation"] for r in s.logbook]
     fig, ax = plt.subplots(figsize=(7, 4))
-    for p in PREFERENCES:
-        ax.plot(gen, [r[f"{p}_throughput_gain_pct"] for r in s.logbook], label=f"plan ({p})")
+    gains = {p: np.array([r[f"{p}_throughput_gain_pct"] for r in s.logbook])
+             for p in PREFERENCES}
+    for names, series in _same(gains):
+        ax.plot(gen, series, label=f"plan ({names})")
     ax.set_xlabel("generation")
-    ax.set_ylabel("predicted throughput gain vs default (%)")
+    ax.set_ylabel("throughput gain vs default (%)")
     twin = ax.twinx()
     twin.plot(gen, [r[f"{prefer}_interrupts_ratio"] for r in s.logbook], "k--",
               label=f"interrupts ratio ({prefer})")
     twin.set_ylabel("interrupts / default")
     # one legend for both axes, below the plot: inside it covered the curves
     handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8,
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 3), fontsize=8,
                frameon=False)
-    ax.set_title("Convergence (predicted)")
-    fig.tight_layout(rect=(0.0, 0.07, 1.0, 1.0))
+    ax.set_title("Convergence (predicted; geometric means over the transmissions)",
+                 fontsize=10)
+    fig.tight_layout(rect=(0.0, 0.1, 1.0, 1.0))
     fig.savefig(directory / "convergence.png", dpi=110)
     plt.close(fig)
 
     values = np.array(s.fitness)
     ok = values[values[:, 0] > -1.0]
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = plt.subplots(figsize=(6.5, 4.8))
     if len(ok):
-        sc = ax.scatter(ok[:, 1], 100 * (ok[:, 0] - 1), c=ok[:, 2], cmap="viridis", s=18)
-        fig.colorbar(sc, label="CPU / default")
+        # (a linear scale put everything below a few tens times the CPU in one colour)
+        sc = ax.scatter(ok[:, 1], 100 * (ok[:, 0] - 1), c=ok[:, 2], cmap="viridis", s=18,
+                        norm=LogNorm(vmin=max(float(ok[:, 2].min()), 1e-3),
+                                     vmax=max(float(ok[:, 2].max()), 1.001)))
+        fig.colorbar(sc, label="CPU / default (log scale)")
     ax.scatter([1.0], [0.0], marker="s", color="red", label="default")
-    for p, mark in zip(PREFERENCES, ("^", "v", "D"), strict=True):
-        v = search.plan_values(p)
+    plans = {p: search.plan_values(p) for p in PREFERENCES}
+    for (names, v), mark in zip(_same(plans), ("^", "v", "D"), strict=False):
         ax.scatter([v[1]], [100 * (v[0] - 1)], marker=mark, s=70, edgecolor="k",
-                   label=f"plan ({p})")
+                   label=f"plan ({names}): CPU ×{v[2]:.3g}")
     ax.set_xscale("log")
     ax.set_xlabel("interrupts / default (geometric mean over transmissions)")
-    ax.set_ylabel("throughput gain vs default (%)")
+    ax.set_ylabel("throughput gain vs default (%, geometric mean)")
     ax.set_title("Final population and plans (predicted)")
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -144,7 +144,7 @@ class Search:
         if self.progress and self.state is not None:
             last = self.state.logbook[-1]
             self.progress(self.state.generation, self.options.generations,
-                          last["throughput_throughput_gain_pct"], int(last["front"]),
+                          last[f"{self.options.prefer}_throughput_gain_pct"], int(last["front"]),
                           self.options.population / max(time.perf_counter() - started, 1e-9))
 
     def _offspring(self, pop: list[Any], rng: np.random.Generator) -> list[list[float]]:

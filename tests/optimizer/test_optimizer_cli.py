@@ -285,8 +285,8 @@ def test_progress_lines_in_a_log(capsys: pytest.CaptureFixture[str]) -> None:
     log.generation(0, 5, 1.25, 3, 0.05)  # a DES generation: minutes for 16 individuals
     log.generation(5, 5, 1.25, 3, 2950.4)
     assert capsys.readouterr().err.splitlines() == [
-        "gen    0/5 [--------------------] best throughput +1.250 %, front 3, 0.05 evals/s",
-        "gen    5/5 [####################] best throughput +1.250 %, front 3, 2,950 evals/s"]
+        "gen    0/5 [--------------------] throughput plan +1.250 %, front 3, 0.05 evals/s",
+        "gen    5/5 [####################] throughput plan +1.250 %, front 3, 2,950 evals/s"]
 
 
 def test_progress_on_a_terminal_keeps_the_generation_beside_the_des_runs(
@@ -298,7 +298,7 @@ def test_progress_on_a_terminal_keeps_the_generation_beside_the_des_runs(
     term.des_run(1, 4, "des")  # the defaults' runs, before any generation
     term.des_run(4, 4, "des")
     term.generation(0, 2, 0.5, 2, 0.1)
-    gen0 = "gen    0/2 [--------------------] best throughput +0.500 %, front 2, 0.1 evals/s"
+    gen0 = "gen    0/2 [--------------------] throughput plan +0.500 %, front 2, 0.1 evals/s"
     term.des_run(2, 8, "des")
     term.des_run(8, 8, "des")
     term.generation(2, 2, 0.75, 4, 0.2)
@@ -306,7 +306,7 @@ def test_progress_on_a_terminal_keeps_the_generation_beside_the_des_runs(
     assert capsys.readouterr().err == "".join([
         "\r  DES runs 1/4\033[K", "\r\033[K", f"\r{gen0}\033[K",
         f"\r{gen0} · DES runs 2/8\033[K", f"\r{gen0}\033[K",
-        "\rgen    2/2 [####################] best throughput +0.750 %, front 4, 0.2 evals/s"
+        "\rgen    2/2 [####################] throughput plan +0.750 %, front 4, 0.2 evals/s"
         "\033[K\n", "\r  DES runs 1/2\033[K"])
 
 
