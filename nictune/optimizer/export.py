@@ -30,6 +30,17 @@ from nictune.simulator.metrics import Metrics, ends_on_timeout
 from nictune.units import format_bitrate, format_duration, format_size
 
 DISAGREE = 0.05  # relative difference between engines that flags a transmission
+FLAGS = {  # what each kind of flag means, said once above the list
+    "engines_disagree": f"the search's fast engine and the DES, whose figures the table "
+                        f"shows, differ by more than {100 * DISAGREE:g} % on that figure of "
+                        f"the default or the plan",
+    "des_guard": "the DES predicts the search's first choice for the host worse than the "
+                 "default; the table shows the setting taken instead",
+    "latency_bound": "the DES puts the 99th-percentile latency past the config's "
+                     "max_latency_p99",
+    "timeout_tail": f"the last packets wait for the watermark timeout for more than "
+                    f"{100 * DISAGREE:g} % of the transfer's duration, which its throughput "
+                    f"counts"}
 # Metric, and the magnitude below which differences do not count (noise floor); for
 # interrupts also one per INTERRUPT_FLOOR packets, as in the objectives (29 wake-ups vs 1
 # in 4 million packets is the same prediction: the consumer hardly wakes).
@@ -292,7 +303,9 @@ def table(config: Config, out: Outcome, engine_label: str) -> str:
     head = ("| transmission | size | packet size | default throughput | optimized throughput "
             "| improvement % | interrupts default | interrupts optimized | CPU default "
             "| CPU optimized | setting |")
-    lines = [f"PREDICTED by the model ({engine_label}), not measured.", "", head,
+    lines = [f"PREDICTED by the model ({engine_label}), not measured. Interrupts: the "
+             "consumer's wake-ups over the whole transmission; CPU: its share of its IRQ "
+             "core's time.", "", head,
              "|" + "---|" * 11]
     gains = []
     for i, t in enumerate(config.transmissions):
@@ -318,7 +331,9 @@ def table(config: Config, out: Outcome, engine_label: str) -> str:
         for f in fl:
             flagged.setdefault(f, []).append(t.id)
     if flagged:
-        lines += ["", "Flagged (⚠):"] + [f"- {', '.join(ids)}: {f}" for f, ids in flagged.items()]
+        kinds = dict.fromkeys(f.partition(":")[0] for f in flagged)
+        lines += ["", "Flagged (⚠):", *(f"({k}: {FLAGS[k]})" for k in kinds if k in FLAGS)]
+        lines += [f"- {', '.join(ids)}: {f}" for f, ids in flagged.items()]
     return "\n".join([*lines, "", *costs(config, out)])
 
 

@@ -142,6 +142,8 @@ def test_a_note_shared_by_transmissions_is_listed_once(search: Search) -> None:
                                                     ["other"]]), "fast")
     assert "- a, b: des_guard: x" in text and "- d: other" in text
     assert text.count("des_guard: x") == 1
+    # what a kind of flag means is said once, above the list
+    assert text.count("(des_guard: the DES predicts the search's first choice") == 1
 
 
 def test_the_summary_shows_what_the_plan_costs(search: Search) -> None:
