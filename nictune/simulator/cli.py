@@ -73,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
     if shared:
         sys.stderr.write(
             f"note: {len(shared)} of {len(selected)} transmissions share their IRQ core "
-            "with others; there the fast engine's interrupt counts are an approximation "
-            "(docs/engines.md, Fidelity); --engine des is the reference\n")
+            "with others; there the fast engine's interrupt counts and latencies are "
+            "approximations (docs/engines.md, Fidelity); --engine des is the reference\n")
     if args.json:
         json.dump({"results": [m.to_json() for m in results]}, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -152,10 +152,12 @@ def table(results: Sequence[Metrics]) -> str:
                        for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
              for r in rows]
     out = "\n".join(lines) + "\n"
-    windows = {m.window_packets for m in results if m.extrapolated}
+    windows = sorted({m.window_packets for m in results if m.extrapolated})
     if windows:
-        out += (f"~ simulated over the first {', '.join(map(str, sorted(windows)))} packets "
-                "and scaled to the whole transmission (--exact simulates every packet)\n")
+        first = (f"{windows[0]}" if len(windows) == 1 else
+                 f"{windows[0]}–{windows[-1]} (--json: window_packets)")
+        out += (f"~ simulated over the first {first} packets of the transmission and scaled "
+                "to the whole of it (--exact simulates every packet)\n")
     return out
 
 

@@ -100,6 +100,7 @@ def test_fast_engine_says_where_its_interrupts_are_approximate(cfg, capsys):
     err = stderr(path, "--engine", "fast")
     assert "note: 2 of 2 transmissions share their IRQ core with others" in err
     assert "--engine des is the reference" in err
+    assert "interrupt counts and latencies are approximations" in err
     assert "note:" not in stderr(path)  # the DES is the reference: no note
     # core 0 of two hosts is two cores
     apart = dict(shared, hosts={"h": {"cores": 2}, "g": {"cores": 2}},
@@ -214,3 +215,19 @@ def test_a_selected_transmission_is_simulated_beside_its_host(tmp_path, capsys, 
     path.write_text(yaml.safe_dump({**doc, "transmissions": doc["transmissions"][:1]}))
     without_b = results(capsys, str(path), "--engine", engine)[0]
     assert whole["a"]["empty_wakeups"] > 1.1 * without_b["empty_wakeups"]  # b is felt
+
+
+def test_windows_of_several_sizes_are_given_as_their_range(cfg, capsys):
+    """rack.yaml's footnote listed 21 window sizes for 24 rows, matched to none."""
+    from dataclasses import replace
+
+    from nictune.model import load_config
+    from nictune.simulator.cli import table
+    from nictune.simulator.fast import simulate as fast
+
+    config = load_config(cfg)
+    a, b = fast(config, {t.id: config.default_setting(t) for t in config.transmissions})
+    text = table([replace(a, extrapolated=True, window_packets=2837),
+                  replace(b, extrapolated=True, window_packets=1021231)])
+    assert text.splitlines()[-1].startswith(
+        "~ simulated over the first 2837–1021231 (--json: window_packets) packets")
