@@ -17,6 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from nictune.files import atomic_write
 from nictune.plan import Plan
 from nictune.validation import stats
@@ -299,19 +301,24 @@ def plots(report: dict[str, Any]) -> dict[str, str]:
     import matplotlib.pyplot as plt
 
     ts = report["transmissions"]
-    names = [t["transmission"] for t in ts]
     xs = range(len(ts))
     out = {}
     for key, metric, scale, ylabel in (
             ("throughput", "throughput_bps", 1e6, "Mbit/s (receive span)"),
             ("interrupts", "wakeups", 1, "wake-ups per run")):
         fig, ax = plt.subplots(figsize=(max(4, 1.6 * len(ts) + 2), 3.2))
+        everything = []
         for k, arm in enumerate(ARMS):
             s = [t["summary"][arm][metric] for t in ts]
             means = [(x["mean"] or 0) / scale for x in s]
-            errs = [(x["half_width"] or 0) / scale for x in s]
-            ax.bar([i + (k - 0.5) * 0.38 for i in xs], means, 0.38, yerr=errs, capsize=3,
-                   label=arm)
+            errs = np.array([whiskers(x, scale) for x in s]).T
+            at = [i + (k - 0.5) * 0.38 for i in xs]
+            ax.bar(at, means, 0.38, yerr=errs, capsize=3, label=f"{arm} (mean, 95 % CI)")
+            for x, t in zip(at, ts, strict=True):  # each run, so a few runs show as few
+                vals = [v / scale for v in _values(_runs_of(report, t, arm), metric)]
+                everything += vals
+                ax.plot([x] * len(vals), vals, "k.", ms=4,
+                        label="runs" if k == 0 and x == at[0] else None)
         if metric == "wakeups":
             irq = [[t["summary"][arm]["nic_interrupts"]["mean"] for t in ts] for arm in ARMS]
             for k, vals in enumerate(irq):
@@ -319,13 +326,35 @@ def plots(report: dict[str, Any]) -> dict[str, str]:
                        if v is not None]
                 if pts:
                     ax.plot(*zip(*pts, strict=True), "kx", label=f"NIC IRQs {ARMS[k]}")
-        ax.set_xticks(list(xs), names)
+            if spread(everything):
+                ax.set_yscale("log")
+                ylabel += " (log scale)"
+        ax.set_xticks(list(xs), [f"{t['transmission']}\n(n = " + " / ".join(
+            str(t["summary"][arm][metric]["n"]) for arm in ARMS) + ")" for t in ts])
         ax.set_ylabel(ylabel)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7)
         out[key] = _png(fig)
         plt.close(fig)
     out["predicted_vs_measured"] = _predicted_vs_measured(plt, ts)
     return out
+
+
+def whiskers(summary: dict[str, Any], scale: float = 1.0) -> tuple[float, float]:
+    """How far a bar's 95 % interval reaches below and above its mean; below stops at 0:
+    with two runs a t interval can reach far under it, which no count or rate can."""
+    mean, half = (summary["mean"] or 0.0) / scale, (summary["half_width"] or 0.0) / scale
+    return min(half, max(mean, 0.0)), half
+
+
+def spread(values: list[float]) -> bool:
+    """Whether values are too far apart for a linear axis (5 beside 770: the 5 vanish)."""
+    positive = [v for v in values if v > 0]
+    return bool(positive) and max(positive) > 30 * min(positive)
+
+
+def _runs_of(report: dict[str, Any], t: dict[str, Any], arm: str) -> list[dict[str, Any]]:
+    return [r for r in report["runs"] if r["transmission"] == t["transmission"]
+            and r["arm"] == arm]
 
 
 def _predicted_vs_measured(plt: Any, ts: list[dict[str, Any]]) -> str:
@@ -336,17 +365,23 @@ def _predicted_vs_measured(plt: Any, ts: list[dict[str, Any]]) -> str:
     for k, (arm, marker) in enumerate(zip(ARMS, "os", strict=True)):
         for key, label, face in (("run_throughput_bps", "model at the run's size", f"C{k}"),
                                  ("throughput_bps", "plan, whole transmission", "none")):
-            pts = [(b[key] / 1e6, b["measured_throughput_bps"] / 1e6) for t in ts
+            pts = [(b[key] / 1e6, b["measured_throughput_bps"] / 1e6, t["transmission"])
+                   for t in ts
                    if (b := t["predicted"][arm]) and b[key] and b["measured_throughput_bps"]]
             if pts:
-                ax.scatter(*zip(*pts, strict=True), marker=marker, facecolors=face,
-                           edgecolors=f"C{k}", label=f"{arm}: {label}")
-                hi = max(hi, *(max(p) for p in pts))
+                ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker,
+                           facecolors=face, edgecolors=f"C{k}", label=f"{arm}: {label}")
+                for x, y, name in pts:  # which transmission each point is
+                    ax.annotate(name, (x, y), fontsize=6, xytext=(3, 3),
+                                textcoords="offset points")
+                hi = max(hi, *(max(p[:2]) for p in pts))
     if hi:
         ax.plot([0, 1.1 * hi], [0, 1.1 * hi], "k--", lw=0.8, label="predicted = measured")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
+    else:  # (a report without a plan or predictions)
+        ax.text(0.5, 0.5, "no predictions to compare", ha="center", transform=ax.transAxes)
     ax.set_xlabel("predicted Mbit/s")
     ax.set_ylabel("measured Mbit/s")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
     png = _png(fig)
     plt.close(fig)
     return png

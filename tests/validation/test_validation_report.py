@@ -213,3 +213,17 @@ def test_calibrate_refuses_a_sweep_that_cannot_fit_before_any_connection(
     err = capsys.readouterr().err
     assert code == 2 and expected in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "p.yaml").exists()
+
+
+def test_plots_keep_intervals_above_zero_and_small_counts_visible(result: dict) -> None:
+    """Two runs gave a throughput interval reaching -85 Mbit/s and 5 wake-ups beside 770
+    were invisible on a linear axis; the plots now stop the interval at 0, show each run
+    and go logarithmic when values are 30x apart."""
+    two_runs = {"n": 2, "mean": 25.0, "half_width": 86.0}
+    assert report.whiskers(two_runs) == (25.0, 86.0)
+    assert report.whiskers({"n": 5, "mean": 34.1e6, "half_width": 0.6e6}, 1e6) == \
+        pytest.approx((0.6, 0.6))
+    assert report.whiskers({"n": 0, "mean": None, "half_width": None}) == (0.0, 0.0)
+    assert report.spread([5.0, 6.0, 770.0]) and not report.spread([25.0, 36.0, 0.0])
+    images = report.plots(report.build(result))
+    assert sorted(images) == ["interrupts", "predicted_vs_measured", "throughput"]
