@@ -220,12 +220,15 @@ def _findings(report: dict[str, Any]) -> list[str]:
                        and r["arm"] == arm)
             parts = [f"{k} in {v}/{runs} runs" for k, v in sorted(lim.items())]
             lines.append(f"  - {arm}: limited by {', '.join(parts)}.")
-        for arm in ARMS:
-            for n in t["not_applied"][arm]:
-                fb = f" (fallback: {n['fallback']})" if n.get("fallback") else ""
-                lines.append(f"  - {arm}: {n['backend']} {n['kind']}: {n['detail']}{fb}")
-        for n in t["agent_notes"]:
-            lines.append(f"  - agent: {n}")
+        span, paper = c.get("throughput_bps"), c.get("paper_throughput_bps")
+        if span and paper and span["change"] is not None and paper["change"] is not None \
+                and span["change"] * paper["change"] < 0:
+            pace = [t["summary"][arm]["sender_rate_pps"]["mean"] for arm in ARMS]
+            lines.append(f"  - the two throughputs move apart: over the receive span "
+                         f"{100 * span['change']:+.1f} %, as the seed paper counts it (bytes "
+                         f"sent over the sender's time) {100 * paper['change']:+.1f} %; the "
+                         f"latter follows the sender's pace only (default "
+                         f"{_fmt(pace[0], 1, 0)}, optimized {_fmt(pace[1], 1, 0)} packets/s)")
         rp = t.get("repredicted")
         if rp:
             parts = []
@@ -238,7 +241,22 @@ def _findings(report: dict[str, Any]) -> list[str]:
                                  f"{_fmt(m['wakeups']['mean'], 1, 0)})")
             lines.append(f"  - model at the measured arrival rate ({rp['engine']}, "
                          f"{rp['costs']}): " + "; ".join(parts))
+        lines += _deploy_notes(t)
+        for n in t["agent_notes"]:
+            lines.append(f"  - agent: {n}")
     return lines
+
+
+def _deploy_notes(t: dict[str, Any]) -> list[str]:
+    """The knobs the deployer could not set as asked, each once: a note of both arms is
+    said for both (a veth's five notes were repeated per arm)."""
+    seen: dict[str, list[str]] = {}
+    for arm in ARMS:
+        for n in t["not_applied"][arm]:
+            fb = f" (fallback: {n['fallback']})" if n.get("fallback") else ""
+            seen.setdefault(f"{n['backend']} {n['kind']}: {n['detail']}{fb}", []).append(arm)
+    return [f"  - {'both arms' if len(arms) == len(ARMS) else arms[0]}: {text}"
+            for text, arms in seen.items()]
 
 
 def markdown(report: dict[str, Any]) -> str:

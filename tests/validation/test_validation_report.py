@@ -227,3 +227,15 @@ def test_plots_keep_intervals_above_zero_and_small_counts_visible(result: dict) 
     assert report.spread([5.0, 6.0, 770.0]) and not report.spread([25.0, 36.0, 0.0])
     images = report.plots(report.build(result))
     assert sorted(images) == ["interrupts", "predicted_vs_measured", "throughput"]
+
+
+def test_findings_say_deploy_notes_once_and_when_the_throughputs_disagree(result: dict) -> None:
+    """A veth's five deployer notes were listed for each arm; t-rx2's two throughputs
+    moved in opposite directions (+86 % / -39 %) without a word."""
+    md = report.markdown(report.build(result))
+    t1 = md.split("**t-rx1**")[1].split("**t-rx2**")[0]
+    assert t1.count("pfring unavailable") == 1 and "  - both arms: pfring unavailable" in t1
+    t2 = md.split("**t-rx2**")[1]
+    assert "the two throughputs move apart: over the receive span +86.1 %" in t2
+    assert "(default 5,094, optimized 3,086 packets/s)" in t2
+    assert "move apart" not in t1  # t-rx1's two throughputs agree in sign
