@@ -367,14 +367,23 @@ def costs(config: Config, out: Outcome) -> list[str]:
     return lines
 
 
-def write_summary(config: Config, out: Outcome, meta: dict[str, Any], directory: Path) -> str:
+def write_summary(config: Config, out: Outcome, meta: dict[str, Any], directory: Path,
+                  searched: Sequence[float]) -> str:
+    """summary.md (also printed): the run, the search's own figures for the plan, the
+    table. `searched`: the plan's ratios as the search judged them (`plan_values`)."""
     label = "DES-verified" if meta["verify"] != "none" else "fast engine only"
     text = "\n".join([
         f"# nictune optimize: {config.source} (predicted)", "",
         f"- prefer: {meta['prefer']}; search engine: {meta['engine']}; verification: "
         f"{meta['verify']}", f"- population {meta['population']}, generations "
         f"{meta['generations']}, {meta['evaluations']} evaluations, {meta['wall_s']:.1f} s",
-        f"- config hash {config.digest}", "",
+        f"- config hash {config.digest}",
+        f"- the search's pick as it judged it, before any DES check (the progress line, "
+        f"plots and pareto.csv show these): "
+        f"throughput {100 * (searched[0] - 1):+.3f} %, interrupts ×{searched[1]:.3g}, CPU "
+        f"×{searched[2]:.3g} — geometric means over the transmissions, the {meta['engine']} "
+        f"engine, each transfer's last packet at its worst wait; the table below has each "
+        f"transmission's own figures ({label}) and their arithmetic mean", "",
         table(config, out, label), ""])
     (directory / "summary.md").write_text(text)
     return text
@@ -402,7 +411,8 @@ def write_all(search: Search, prefer: str, verify: str, started: float,
         directory.mkdir(parents=True, exist_ok=True)
         write_csvs(search, directory)
         write_plots(search, prefer, directory)
-        summary = write_summary(search.config, out, meta, directory)
+        summary = write_summary(search.config, out, meta, directory,
+                                search.plan_values(prefer).tolist())
         # the plan last and whole: a plan.yaml is there only once its reports are
         save_plan(build_plan(search.config, out, meta, search.options.seed), path)
     except OSError as exc:
