@@ -319,7 +319,8 @@ def table(config: Config, out: Outcome, engine_label: str) -> str:
             f"| {format_bitrate(d.throughput_bps)} | {format_bitrate(o.throughput_bps)} "
             f"| {gain:+.3f} | {d.interrupts:.4g} | {o.interrupts:.4g} "
             f"| {100 * d.cpu_util:.3g} % | {100 * o.cpu_util:.3g} % "
-            f"| {_setting(config, t.nic, out.settings[i])} |")
+            f"| {_setting(config, t.nic, out.settings[i])}"
+            f"{' (the default)' if out.settings[i] == config.default_setting(t) else ''} |")
     ints_d = sum(m.interrupts for m in out.default)
     ints_o = sum(m.interrupts for m in out.optimized)
     lines += ["", f"Mean throughput improvement: {np.mean(gains):+.3f} % "

@@ -163,3 +163,14 @@ def test_the_summary_shows_what_the_plan_costs(search: Search) -> None:
     assert "(×3)" in text.split("p99 latency 2×")[1]
     cpu = text.split("CPU 2× the default's or more: ")[1]
     assert re.search(r"(— |; )c [\d.]+ % → [\d.]+ % \(×[\d.]+, busy polling\)", cpu), cpu
+
+
+def test_a_plan_row_that_keeps_the_default_says_so(search: Search) -> None:
+    out = outcome(search, "throughput", "none")
+    config = search.config
+    kept = [config.default_setting(config.transmissions[0]), *out.settings[1:]]
+    rows = [r for r in table(config, replace(out, settings=kept), "fast").splitlines()
+            if r.startswith("| a ") or r.startswith("| b ")]
+    assert rows[0].endswith(" (the default) |")
+    assert (" (the default) |" in rows[1]) == (out.settings[1] ==
+                                                config.default_setting(config.transmissions[1]))
