@@ -120,6 +120,14 @@ class _Progress:
         self._write(f"\r{line}\033[K" + ("\n" if gen >= total else "") if self.tty else
                     f"{line}\n")
 
+    def starting(self, engine: str) -> None:
+        """On a terminal, what the silence before generation 0's line is (the line
+        replaces it): the first run after an install compiles the fast engine."""
+        if self.tty:
+            extra = (" (the first run after an install also compiles the fast engine, "
+                     "~15 s)" if engine == "fast" else "")
+            self._write(f"\revaluating generation 0{extra}…\033[K")
+
     def des_run(self, done: int, total: int, engine: str) -> None:
         if engine != "des":
             return
@@ -155,6 +163,8 @@ def run(args: argparse.Namespace) -> int:
             search = Search(config, options, evaluator, out, progress.generation)
             if saved is not None:
                 search.resume(saved)
+            else:
+                progress.starting(options.engine)
             with _Interrupts(search):
                 search.run()
             if search.stop_requested:

@@ -379,3 +379,20 @@ def test_a_checkpoint_that_is_not_text_is_one_line_exit_2(
     (out / "checkpoint.json").write_bytes(b"\xff\xfe" + os.urandom(200))
     assert main(["optimize", str(small_config), "--resume", str(out)]) == 2
     assert "damaged checkpoint: not UTF-8 text" in capsys.readouterr().err
+
+
+def test_a_terminal_is_told_what_the_wait_before_generation_0_is(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A first run after an install compiles the fast engine for ~15 s before generation
+    0's line: on a terminal a line says so, and generation 0's replaces it; logs get
+    nothing."""
+    term = _Progress(tty=True)
+    term.starting("fast")
+    term.generation(0, 2, 0.5, 2, 100.0)
+    err = capsys.readouterr().err
+    assert err.startswith("\revaluating generation 0 (the first run after an install also "
+                          "compiles the fast engine, ~15 s)…\033[K\rgen    0/2")
+    _Progress(tty=True).starting("des")
+    assert capsys.readouterr().err == "\revaluating generation 0…\033[K"
+    _Progress(tty=False).starting("fast")
+    assert capsys.readouterr().err == ""
