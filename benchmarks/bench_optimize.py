@@ -32,14 +32,7 @@ from nictune.model import MODES, Config, NicSetting, load_config
 from nictune.optimizer.checkpoint import Options
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
-from nictune.optimizer.objectives import (
-    end_robust,
-    end_wait,
-    fragile,
-    pick,
-    ratios,
-    violations,
-)
+from nictune.optimizer.objectives import fragile, pick, ratios, violations
 from nictune.optimizer.search import Search
 from nictune.simulator.fast import SettingBatch, evaluate_batch
 
@@ -85,15 +78,13 @@ def score(config: Config, rows: list[list[NicSetting]]) -> tuple[np.ndarray, ...
     for start in range(0, len(rows), 1500):
         batch = SettingBatch.from_settings(rows[start:start + 1500])
         part = {**evaluate_batch(config, list(config.transmissions), batch),
-                "fragile": fragile(batch), "end_wait": end_wait(batch)}
+                "fragile": fragile(batch)}
         for k, v in part.items():
             metrics.setdefault(k, []).append(v)
     m = {k: np.nan_to_num(np.concatenate(v)) for k, v in metrics.items()}
     base = {k: v[0] for k, v in m.items()}
     bad = violations(config, m, m["fragile"])
-    # (the search's objectives: throughput with the last packet's worst wait)
-    return (ratios(end_robust(config, m), end_robust(config, base), False), bad,
-            m["throughput_bps"], m["interrupts"])
+    return ratios(m, base, False), bad, m["throughput_bps"], m["interrupts"]
 
 
 def bench_grid(seed: int = 0) -> dict[str, Any]:

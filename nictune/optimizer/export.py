@@ -232,8 +232,7 @@ def _same(series: dict[str, Any]) -> list[tuple[str, Any]]:
 def write_plots(search: Search, prefer: str, directory: Path) -> None:
     """convergence.png (each plan's gain, and the chosen plan's interrupts ratio, per
     generation) and pareto.png (the final population and the plans). The ratios are the
-    search's: geometric means over the transmissions, throughput with the last packet's
-    worst wait (`objectives.end_robust`)."""
+    search's: geometric means over the transmissions."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -383,8 +382,8 @@ def write_summary(config: Config, out: Outcome, meta: dict[str, Any], directory:
         f"plots and pareto.csv show these): "
         f"throughput {100 * (searched[0] - 1):+.3f} %, interrupts ×{searched[1]:.3g}, CPU "
         f"×{searched[2]:.3g} — geometric means over the transmissions, the {meta['engine']} "
-        f"engine, each transfer's last packet at its worst wait; the table below has each "
-        f"transmission's own figures ({label}) and their arithmetic mean", "",
+        f"engine; the table below has each transmission's own figures ({label}) and their "
+        f"arithmetic mean", "",
         table(config, out, label), ""])
     (directory / "summary.md").write_text(text)
     return text

@@ -76,8 +76,9 @@ def end_robust(config: Config, metrics: dict[str, np.ndarray]) -> dict[str, np.n
     there, and wait a whole period more when the sender is a little slower or the timer's
     phase is another (the lab's t-rx2: a 963 ms poll for a 0.98 s transfer, 33 Mbit/s
     predicted, 16.6 measured with the sender at 69 % of its rate, which the DES at that
-    rate predicts too). The search judges settings by that worst end; on transfers much
-    longer than their timers it changes nothing.
+    rate predicts too). A pick must stay within the throughput tie (TIE) of the default
+    so (`Search.score`); on transfers much longer than their timers that excludes
+    nothing.
     """
     span = np.array([t.packets / t.rate for t in config.transmissions])
     duration = metrics["duration_s"]

@@ -149,7 +149,7 @@ def test_a_note_shared_by_transmissions_is_listed_once(search: Search) -> None:
 def test_the_summary_shows_what_the_plan_costs(search: Search) -> None:
     """Latency is not an objective (only a bound where the config sets one) and busy
     polling spins a core: the summary lists both where they grow 2× or more, with losses
-    and p99 latency per transmission (paper-47's plan raised p99 latency ~14× unsaid)."""
+    and p99 latency per transmission (paper-47's plan raised p99 latency ~28× unsaid)."""
     out = outcome(search, "throughput", "none")
     busy = NicSetting("busy_poll", ring_slots=1024)
     slow = replace(out.optimized[1], latency_p99_s=out.default[1].latency_p99_s * 3)

@@ -17,6 +17,7 @@ from nictune.optimizer.objectives import (
     CPU_SLACK,
     NOISE,
     PREFERENCES,
+    TIE,
     end_robust,
     end_wait,
     pick,
@@ -64,8 +65,9 @@ SHORT = {"hosts": {"rx2": {"cores": 2}},
 def test_a_timer_as_long_as_the_transfer_is_not_picked(tmp_path: Path) -> None:
     """The engines can take a whole short transfer in one tick of a ~1 s poll; with the
     sender a little slower the last packets wait a whole period more (the lab measured
-    -26 % for a plan predicting +51 %). Every preference's pick must be as fast as the
-    default with the last packet's worst wait, and so no such timer is picked."""
+    -26 % for a plan predicting +51 %). Every preference's pick must be within the
+    throughput tie of the default with the last packet's worst wait, and so no such timer
+    is picked."""
     path = tmp_path / "short.yaml"
     path.write_text(yaml.safe_dump(SHORT, sort_keys=False))
     search = _search(path)
@@ -74,7 +76,7 @@ def test_a_timer_as_long_as_the_transfer_is_not_picked(tmp_path: Path) -> None:
     genes = np.array([enc.default_genes(), *(search.composite(p) for p in PREFERENCES)])
     metrics = {**search.evaluate(genes)}
     worst = end_robust(search.config, metrics)["throughput_bps"][:, 0]
-    assert (worst[1:] >= worst[0] * (1.0 - NOISE)).all(), worst
+    assert (worst[1:] / worst[0] >= 1.0 - TIE - NOISE).all(), worst
     span = search.config.transmissions[0].packets / search.config.transmissions[0].rate
     assert (end_wait(enc.batch(genes))[1:, 0] < 0.5 * span).all()
 
