@@ -223,6 +223,7 @@ class Partners(NamedTuple):
     pairs: list[tuple[np.ndarray, np.ndarray]]  # per host: (columns, weights (P, i, j))
     apart: np.ndarray  # the packet load of the batched neighbours on other timers
     apart_resid: np.ndarray  # their residual-work rate
+    present: np.ndarray  # the share of the consumer's span a partner overlaps (the most)
 
 
 def partners(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
@@ -235,7 +236,7 @@ def partners(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
     the DES ticks from each one's first arrival, a few gaps apart for Poisson arrivals —
     close enough for the rates a shared NIC carries.)"""
     out = Partners(*(np.zeros(w.shape) for _ in range(3)), [],
-                   *(np.zeros(w.shape) for _ in range(2)))
+                   *(np.zeros(w.shape) for _ in range(3)))
     for cols in wl.groups:
         per, pc = period[:, cols], pas[:, cols]
         start = wl.start[cols]
@@ -257,6 +258,7 @@ def partners(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
         taken = np.minimum(q[:, :, None], q[:, None, :]) * wj[:, None, :]
         out.drain[:, cols] = rowsum(weight, taken + wl.ti[cols] / 2.0)
         out.pairs.append((cols, weight))
+        out.present[:, cols] = weight.max(axis=2)
         out.apart[:, cols] = rowdot(apart * overlap, lam * wj)
         out.apart_resid[:, cols] = rowdot(apart * overlap, lam * wj * wj / 2.0)
     return out
