@@ -86,6 +86,8 @@ def read_yaml(path: Path, what: str, error: type[InputError] = InputError) -> An
 
 
 def one_line(text: object) -> str:
-    """`text` on one line: names from files and output from hosts can hold newlines (shown
-    as \\n), which would otherwise print as lines of their own."""
-    return str(text).replace("\r", "\\r").replace("\n", "\\n")
+    """`text` on one line: names from files and output from hosts can hold newlines and
+    other control characters (a terminal's cursor moves among them) that would print as
+    lines of their own; each is shown escaped (\\n, \\x1b)."""
+    return "".join(c if c.isprintable() or c == "\t" else c.encode("unicode_escape").decode()
+                   for c in str(text))

@@ -23,7 +23,7 @@ from nictune.simulator import ENGINES
 from nictune.units import is_finite_number, is_number, shown_int
 
 CHECKPOINT = "checkpoint.json"
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2  # 2: the archives' eligibility holds the worst end (1 did not)
 VERIFY = ("des", "none")
 
 MAX_POPULATION = 1_000_000  # (beyond: NumPy cannot draw the first generation)
@@ -108,6 +108,10 @@ def load_checkpoint(directory: str | Path) -> State:
         raise InputError(f"{path}: damaged checkpoint: {TOO_LONG}") from None
     except RecursionError:
         raise InputError(f"{path}: damaged checkpoint: nested too deeply") from None
+    if isinstance(raw, dict) and raw.get("nictune_checkpoint") == 1:
+        raise InputError(f"{path}: a checkpoint of an earlier nictune (format 1): its "
+                         "archives hold picks from before the last packet's worst wait was "
+                         "checked; start a new run")
     if not isinstance(raw, dict) or raw.get("nictune_checkpoint") != CHECKPOINT_FORMAT:
         raise InputError(f"{path}: not a nictune checkpoint (nictune_checkpoint: "
                          f"{CHECKPOINT_FORMAT} expected)")

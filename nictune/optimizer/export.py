@@ -343,11 +343,13 @@ def costs(config: Config, out: Outcome) -> list[str]:
     config bounds it); then the transmissions whose latency or CPU grows COSTLY times or
     more, each with its factor."""
     lines = ["Losses and latency (default → optimized):", "",
-             "| transmission | packets lost | p99 latency |", "|---|---|---|"]
+             "| transmission | packets lost (dropped or stranded) | p99 latency |",
+             "|---|---|---|"]
     grown: dict[str, list[tuple[float, str]]] = {"p99 latency": [], "CPU": []}
     for i, t in enumerate(config.transmissions):
         d, o = out.default[i], out.optimized[i]
-        lost = [100 * m.packets_dropped / max(m.packets_offered, 1) for m in (d, o)]
+        lost = [100 * (m.packets_dropped + m.packets_stranded) / max(m.packets_offered, 1)
+                for m in (d, o)]
         lines.append(f"| {t.id} | {lost[0]:.3g} % → {lost[1]:.3g} % "
                      f"| {format_duration(d.latency_p99_s)} → {format_duration(o.latency_p99_s)} |")
         for key, before, after, unit in (
@@ -372,6 +374,7 @@ def write_summary(config: Config, out: Outcome, meta: dict[str, Any], directory:
     """summary.md (also printed): the run, the search's own figures for the plan, the
     table. `searched`: the plan's ratios as the search judged them (`plan_values`)."""
     label = "DES-verified" if meta["verify"] != "none" else "fast engine only"
+    replaced = sum(any(f.startswith("des_guard:") for f in fl) for fl in out.flags)
     text = "\n".join([
         f"# nictune optimize: {config.source} (predicted)", "",
         f"- prefer: {meta['prefer']}; search engine: {meta['engine']}; verification: "
@@ -383,7 +386,9 @@ def write_summary(config: Config, out: Outcome, meta: dict[str, Any], directory:
         f"throughput {100 * (searched[0] - 1):+.3f} %, interrupts ×{searched[1]:.3g}, CPU "
         f"×{searched[2]:.3g} — geometric means over the transmissions, the {meta['engine']} "
         f"engine; the table below has each transmission's own figures ({label}) and their "
-        f"arithmetic mean", "",
+        f"arithmetic mean" + (f"; the DES check replaced the pick for {replaced} of them "
+                              f"(des_guard, below), so the table's plan differs there"
+                              if replaced else ""), "",
         table(config, out, label), ""])
     (directory / "summary.md").write_text(text)
     return text

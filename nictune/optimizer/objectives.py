@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nictune.model import Config
+from nictune.model import Config, Transmission
+from nictune.simulator.arrivals import arrivals_span
 from nictune.simulator.batch import PASSIVE, WATERMARK, SettingBatch
 
 OBJECTIVES = ("throughput", "interrupts", "cpu", "energy")
@@ -69,7 +70,7 @@ def end_wait(batch: SettingBatch) -> np.ndarray:
 
 def end_robust(config: Config, metrics: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """`metrics` with each throughput as if the last packet waited `end_wait` after the
-    arrivals' nominal end (packets / rate), where that is longer than the engine's end.
+    arrivals' nominal end (`_last_arrival`), where that is longer than the engine's end.
 
     The engines start the poll timer with the first packet and send at the configured rate
     exactly, so a period close to the whole transfer can take every packet in one tick
@@ -80,11 +81,18 @@ def end_robust(config: Config, metrics: dict[str, np.ndarray]) -> dict[str, np.n
     so (`Search.score`); on transfers much longer than their timers that excludes
     nothing.
     """
-    span = np.array([t.packets / t.rate for t in config.transmissions])
+    span = np.array([_last_arrival(config, t) for t in config.transmissions])
     duration = metrics["duration_s"]
     worst = np.maximum(duration, span + metrics["end_wait"])
     scale = np.where(worst > 0.0, duration / np.where(worst > 0.0, worst, 1.0), 1.0)
     return {**metrics, "throughput_bps": metrics["throughput_bps"] * scale}
+
+
+def _last_arrival(config: Config, t: Transmission) -> float:
+    """When `t`'s last packet arrives after its first: fixed for cbr and onoff (bursts
+    whose rate the link caps last longer than packets / rate), the mean for poisson."""
+    span = arrivals_span(t, config.nic_of(t), t.packets)
+    return span if span is not None else t.packets / t.rate
 
 
 def violations(config: Config, metrics: dict[str, np.ndarray],

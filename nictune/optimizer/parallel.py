@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing
+import os
 import signal
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -45,8 +46,8 @@ def _pool_map(workers: int) -> Iterator[Map]:
     """A process pool's ordered map; an interrupt or error stops the workers at once (a
     finished run lets them exit normally). A worker that dies (the OOM killer: a DES task
     can take ~2 GB) or a task that raises ends the run with a RunError, never a hang."""
-    others = set(multiprocessing.active_children())
-    pool = ProcessPoolExecutor(workers, initializer=_ignore_sigint)
+    started: Any = multiprocessing.SimpleQueue()  # each worker's pid, as it starts
+    pool = ProcessPoolExecutor(workers, initializer=_worker, initargs=(started,))
 
     def run(fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Any]:
         # one task each: DES tasks are seconds long and uneven, so handing them out as
@@ -66,17 +67,19 @@ def _pool_map(workers: int) -> Iterator[Map]:
     try:
         yield run
     except BaseException:
-        # running tasks would otherwise finish first (minutes for a DES run); the pool's
-        # workers are the children started since it was made
-        for process in set(multiprocessing.active_children()) - others:
-            process.terminate()
+        # running tasks would otherwise finish first (minutes for a DES run)
+        while not started.empty():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(started.get(), signal.SIGTERM)
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
 
 
-def _ignore_sigint() -> None:
-    """Workers leave Ctrl-C to the parent, which stops the run and reports it once."""
+def _worker(started: Any) -> None:
+    """A worker's start: it tells the parent its pid (to be stopped by it, and only it, if
+    the run is) and leaves Ctrl-C to the parent, which stops the run and reports it once."""
+    started.put(os.getpid())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 

@@ -123,10 +123,12 @@ def _stop(conn: Connection, command: str) -> None:
 
 
 def stop_agent_command(ready: str) -> str:
-    """Stop the agent whose pid is in its `ready` file, and remove the file. The file's
-    content is one argument after `--`: never an option of kill (`-l`, `-9 -1`)."""
+    """Stop the agent whose pid is in its `ready` file, and remove the file. Only a file
+    of digits is a pid: `-l` would be an option of kill, and `-1` (even after `--`) every
+    process there is."""
     path = shlex.quote(ready)
-    return f"kill -- \"$(cat {path})\" 2>/dev/null; rm -f {path}"
+    return (f"p=$(cat {path} 2>/dev/null); case $p in ''|*[!0-9]*) ;; *) kill \"$p\" "
+            f"2>/dev/null;; esac; rm -f {path}")
 
 
 def measure(rx: Receiver, sender: Connection, spec: traffic.TrafficSpec,

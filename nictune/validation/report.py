@@ -250,12 +250,12 @@ def _findings(report: dict[str, Any]) -> list[str]:
 def _deploy_notes(t: dict[str, Any]) -> list[str]:
     """The knobs the deployer could not set as asked, each once: a note of both arms is
     said for both (a veth's five notes were repeated per arm)."""
-    seen: dict[str, list[str]] = {}
+    seen: dict[str, dict[str, None]] = {}
     for arm in ARMS:
         for n in t["not_applied"][arm]:
             fb = f" (fallback: {n['fallback']})" if n.get("fallback") else ""
-            seen.setdefault(f"{n['backend']} {n['kind']}: {n['detail']}{fb}", []).append(arm)
-    return [f"  - {'both arms' if len(arms) == len(ARMS) else arms[0]}: {text}"
+            seen.setdefault(f"{n['backend']} {n['kind']}: {n['detail']}{fb}", {})[arm] = None
+    return [f"  - {'both arms' if len(arms) == len(ARMS) else next(iter(arms))}: {text}"
             for text, arms in seen.items()]
 
 

@@ -131,3 +131,16 @@ def test_a_hosts_error_prints_on_its_own_line(capsys: pytest.CaptureFixture) -> 
     assert lines == ["h0: FAILED: cannot connect\\nrx1: applied",
                      "h1: failed: ethtool said\\nrx1: applied",
                      "deploy: 0 of 2 hosts ok; failed: h0, h1"]
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("x\x1b[1Erx1: applied", "x\\x1b[1Erx1: applied"),  # a cursor move to the next line
+    ("x\x0brx1: applied", "x\\x0brx1: applied"), ("x\x85rx1", "x\\x85rx1"),
+    ("x\u2028rx1", "x\\u2028rx1"), ("tab\there", "tab\there")])
+def test_one_line_escapes_every_line_breaking_or_control_character(text: str,
+                                                                    shown: str) -> None:
+    """A review: \\n and \\r alone were escaped; a terminal escape or a vertical tab
+    still forged a line."""
+    from nictune.errors import one_line
+
+    assert one_line(text) == shown and len(one_line(text).splitlines()) == 1

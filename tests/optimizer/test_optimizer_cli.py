@@ -396,3 +396,19 @@ def test_a_terminal_is_told_what_the_wait_before_generation_0_is(
     assert capsys.readouterr().err == "\revaluating generation 0…\033[K"
     _Progress(tty=False).starting("fast")
     assert capsys.readouterr().err == ""
+
+
+def test_a_checkpoint_of_format_1_is_refused_on_resume(
+        small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Format 1's archives kept settings the worst-end rule excludes: resumed, the lab's
+    t-rx2 got its 1 s poll back (a review)."""
+    out = tmp_path / "r"
+    assert main(["optimize", str(small_config), "--out", str(out), *FAST, "--verify",
+                 "none"]) == 0
+    doc = json.loads((out / "checkpoint.json").read_text())
+    assert doc["nictune_checkpoint"] == 2
+    (out / "checkpoint.json").write_text(json.dumps({**doc, "nictune_checkpoint": 1}))
+    capsys.readouterr()
+    assert main(["optimize", str(small_config), "--resume", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "a checkpoint of an earlier nictune (format 1)" in err and "start a new run" in err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import time
@@ -63,3 +64,17 @@ def test_an_error_in_the_callers_block_stops_running_tasks_at_once() -> None:
         assert next(results) == 0.0
         raise RuntimeError("stop")
     assert time.monotonic() - started < 20
+
+
+def test_stopping_the_pool_leaves_other_processes_alone() -> None:
+    """Only the pool's workers are terminated: a process started beside it in the block
+    (the first version took every child started since the pool) is not."""
+    other = multiprocessing.Process(target=time.sleep, args=(30,))
+    with pytest.raises(RuntimeError, match="stop"), mapper(workers=2) as run:
+        results = run(sleep_for, [0.0, 60.0])
+        assert next(results) == 0.0
+        other.start()
+        raise RuntimeError("stop")
+    assert other.is_alive()
+    other.terminate()
+    other.join()

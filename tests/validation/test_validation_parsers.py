@@ -304,13 +304,30 @@ def test_the_receivers_address_from_ip_addr() -> None:
 
 def test_stopping_the_agent_reads_its_ready_file_as_a_pid_only(tmp_path: Path) -> None:
     """The clean-up ran `kill $(cat READY)`: a ready file holding `-l` listed the signals,
-    one holding `-9 -1` would have killed every process of the user."""
+    one holding `-9 -1` (or, after `--`, `-1`) would have killed every process."""
     ready = tmp_path / "run.ready"
     ready.write_text("-l")
     res = subprocess.run(["sh", "-c", stop_agent_command(str(ready))], capture_output=True,
                          text=True)
     assert "HUP" not in res.stdout and not ready.exists()
+    # `kill -- -1` is every process (a review): anything but digits is not passed at all;
+    # kill is a function here that only records its arguments
+    log = tmp_path / "kill.log"
+    for content in ("-1", "-9 -1", "12 34", "", "$(id)"):
+        ready.write_text(content)
+        subprocess.run(["sh", "-c", f'kill() {{ echo "$@" >> {log}; }}; '
+                        + stop_agent_command(str(ready))], check=True)
+        assert not log.exists() and not ready.exists(), content
     sleeper = subprocess.Popen(["sleep", "60"])
     ready.write_text(str(sleeper.pid))
     subprocess.run(["sh", "-c", stop_agent_command(str(ready))], check=True)
     assert sleeper.wait(timeout=10) == -signal.SIGTERM and not ready.exists()
+
+
+def test_findings_say_a_note_of_one_arm_for_that_arm_only() -> None:
+    """A note listed twice for one arm was said for 'both arms' (a review)."""
+    from nictune.validation import report
+
+    note = {"backend": "ethtool_coalesce", "kind": "unsupported", "detail": "rx-usecs"}
+    lines = report._deploy_notes({"not_applied": {"default": [note, note], "optimized": []}})
+    assert lines == ["  - default: ethtool_coalesce unsupported: rx-usecs"]
