@@ -172,7 +172,8 @@ def pick(values: np.ndarray, violation: np.ndarray, prefer: str,
 
     In this order (docs/optimize.md, "The plan"):
     1. eligible: the rows at least as fast as the default for every transmission
-       (`worst`, the lowest per-transmission throughput ratio of the row; "as fast"
+       (`worst`, the lowest per-transmission throughput ratio of the row — as predicted,
+       and within `TIE` with the last packet's worst wait, `Search.score`; "as fast"
        allows `NOISE`); if none (the default is infeasible), the fastest (within `TIE`);
     2. throughput only: the fastest of those (within `TIE`);
     3. at most `CPU_SLACK` times the CPU of the default or of the most frugal row kept so
