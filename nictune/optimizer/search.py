@@ -74,7 +74,8 @@ class Search:
     # ------------------------------------------------------------------ scoring
     def score(self, genes: np.ndarray) -> tuple[np.ndarray, ...]:
         """Evaluate genes: individual values (P, K) and violations (P,); per host values
-        (P, H, K), violations (P, H) and lowest per-transmission throughput ratio (P, H)."""
+        (P, H, K), violations (P, H) and lowest per-transmission throughput ratio (P, H),
+        as predicted or, less `TIE`, with the last packet's worst wait (eligibility)."""
         m = {k: np.nan_to_num(v) for k, v in self.evaluate(genes).items()}
         base = {k: v[0] for k, v in self.baseline.items()}
         r = ratios(m, base, self.options.energy)
