@@ -69,11 +69,22 @@ def _pool_map(workers: int) -> Iterator[Map]:
     except BaseException:
         # running tasks would otherwise finish first (minutes for a DES run)
         while not started.empty():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(started.get(), signal.SIGTERM)
+            pid = started.get()
+            if _our_child(pid):  # (a broken pool reaped its workers: their pids are free)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+
+
+def _our_child(pid: int) -> bool:
+    """Whether `pid` is a live child of this process (Linux: its /proc stat's parent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1]) == os.getpid()
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def _worker(started: Any) -> None:

@@ -223,7 +223,7 @@ class Partners(NamedTuple):
     pairs: list[tuple[np.ndarray, np.ndarray]]  # per host: (columns, weights (P, i, j))
     apart: np.ndarray  # the packet load of the batched neighbours on other timers
     apart_resid: np.ndarray  # their residual-work rate
-    present: np.ndarray  # the share of the consumer's span a partner overlaps (the most)
+    present: np.ndarray  # the share of the consumer's span some partner overlaps
 
 
 def partners(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
@@ -258,7 +258,7 @@ def partners(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
         taken = np.minimum(q[:, :, None], q[:, None, :]) * wj[:, None, :]
         out.drain[:, cols] = rowsum(weight, taken + wl.ti[cols] / 2.0)
         out.pairs.append((cols, weight))
-        out.present[:, cols] = weight.max(axis=2)
+        out.present[:, cols] = _with_partner(wl, cols, same)
         out.apart[:, cols] = rowdot(apart * overlap, lam * wj)
         out.apart_resid[:, cols] = rowdot(apart * overlap, lam * wj * wj / 2.0)
     return out
@@ -281,6 +281,20 @@ def alternation_lost(wl: Workload, b: SettingBatch, w: np.ndarray, part: Partner
         grown = q + np.clip(lam - rate, 0.0, None) * spell
         out[:, cols] = np.clip(grown - b.ring_slots[:, cols], 0.0, None) * weight.max(axis=2)
     return out
+
+
+def _with_partner(wl: Workload, cols: np.ndarray, same: np.ndarray) -> np.ndarray:
+    """(P, i): the share of transmission i's arrival span in which at least one of its
+    partners (`same`, (P, i, j)) arrives too — the union of their overlaps, not the
+    largest (partners one after the other can cover the whole span)."""
+    start, span = wl.start[cols], wl.span[cols]
+    end = start + span
+    edges = np.unique(np.concatenate([start, end]))
+    lo, hi = edges[:-1], edges[1:]
+    arriving = ((start[None, :] <= lo[:, None] + TINY)
+                & (end[None, :] >= hi[:, None] - TINY)).astype(float)  # (segments, m)
+    partnered = np.einsum("pij,kj->pik", same.astype(float), arriving) > 0
+    return (partnered * arriving.T[None]) @ (hi - lo) / np.maximum(span, TINY)
 
 
 def _overlap(wl: Workload, cols: np.ndarray) -> np.ndarray:

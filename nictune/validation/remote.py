@@ -123,12 +123,13 @@ def _stop(conn: Connection, command: str) -> None:
 
 
 def stop_agent_command(ready: str) -> str:
-    """Stop the agent whose pid is in its `ready` file, and remove the file. Only a file
-    of digits is a pid: `-l` would be an option of kill, and `-1` (even after `--`) every
-    process there is."""
+    """Stop the agent whose pid is in its `ready` file, and remove the file. Only digits
+    without a leading 0, and not 1, are the agent's pid: `-l` would be an option of kill,
+    `-1` (even after `--`) every process there is, `0` the caller's process group, `1`
+    init."""
     path = shlex.quote(ready)
-    return (f"p=$(cat {path} 2>/dev/null); case $p in ''|*[!0-9]*) ;; *) kill \"$p\" "
-            f"2>/dev/null;; esac; rm -f {path}")
+    return (f"p=$(cat {path} 2>/dev/null); case $p in ''|0*|1|*[!0-9]*) ;; "
+            f"*) kill \"$p\" 2>/dev/null;; esac; rm -f {path}")
 
 
 def measure(rx: Receiver, sender: Connection, spec: traffic.TrafficSpec,

@@ -304,7 +304,8 @@ def test_the_receivers_address_from_ip_addr() -> None:
 
 def test_stopping_the_agent_reads_its_ready_file_as_a_pid_only(tmp_path: Path) -> None:
     """The clean-up ran `kill $(cat READY)`: a ready file holding `-l` listed the signals,
-    one holding `-9 -1` (or, after `--`, `-1`) would have killed every process."""
+    one holding `-9 -1` (or, after `--`, `-1`) would have killed every process; `0` the
+    caller's process group, `1` init (reviews)."""
     ready = tmp_path / "run.ready"
     ready.write_text("-l")
     res = subprocess.run(["sh", "-c", stop_agent_command(str(ready))], capture_output=True,
@@ -313,7 +314,7 @@ def test_stopping_the_agent_reads_its_ready_file_as_a_pid_only(tmp_path: Path) -
     # `kill -- -1` is every process (a review): anything but digits is not passed at all;
     # kill is a function here that only records its arguments
     log = tmp_path / "kill.log"
-    for content in ("-1", "-9 -1", "12 34", "", "$(id)"):
+    for content in ("-1", "-9 -1", "12 34", "", "$(id)", "0", "00", "0000000001", "1\n"):
         ready.write_text(content)
         subprocess.run(["sh", "-c", f'kill() {{ echo "$@" >> {log}; }}; '
                         + stop_agent_command(str(ready))], check=True)
