@@ -247,8 +247,6 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     if part is not None:
         _drains_alone(wl, flat, res, col, share.rho_o, share.resid, part, w,
                       pas & ~np.isfinite(share.r), period, add)
-        _partners_gone(wl, flat, res, col, share.rho_o, share.resid, part, w,
-                       pas & ~np.isfinite(share.r), period)
     if part is not None and np.any(add > 0):
         # a partner's drain can serve one below its arrivals: what its ring loses then,
         # from what a tick finds (the window from a drain's end to the next tick)
@@ -337,63 +335,63 @@ def _drains_alone(wl: Workload, flat: dict[str, np.ndarray], res: dict[str, np.n
                   col: np.ndarray, rho_o: np.ndarray, resid: np.ndarray, part: Partners,
                   w: np.ndarray, pas: np.ndarray, period: np.ndarray, add: np.ndarray
                   ) -> None:
-    """The packets a passive consumer loses when its drains miss its batched neighbours'.
+    """The packets a passive consumer loses when its drains miss its batched neighbours'
+    or outlive its partners'.
 
     A neighbour on another timer drains at moments of its own, so a drain meets its work
     about ρ_j of the time and otherwise runs at the consumer's own pace — short, so the
     window to the next tick is long and the ring can overflow — where the average share
     slows every drain a little and no window overflows (rack.yaml: ingest-logs every
     63.5 ms beside ingest-bulk every 158 ms loses 8.2 % in the DES, 2.2 % as an average
-    share). The mode runs again without those neighbours, for the consumers whose ring a
-    window can fill, and the losses mix by how often a drain meets them (wake-ups stay
-    the average share's: the grids' rows are calibrated on it)."""
+    share). A partner's drain lengthens the consumer's at every tick, but only in the
+    share of its span a partner arrives (`present`): the overlap-weighted drain said no
+    window overflows where rack.yaml's ingest-backup-a, outliving ingest-backup-b by a
+    quarter of its span, loses 2.3 % in the DES, all after b's end.
+
+    The mode runs again for the consumers whose ring a window can fill, in the states the
+    average leaves out — partner there or gone, the others' drains met or missed — and the
+    losses mix by their chances, met with the neighbours' load (wake-ups stay the average
+    share's: a tick comes every period either way, and the grids' rows are calibrated on
+    them)."""
     reach = (wl.local * (period + wl.ti)).ravel()
-    sel = np.flatnonzero(pas.ravel() & (part.apart.ravel() > 0)
-                         & (reach + 6.0 * np.sqrt(reach) >= flat["ring"]))
-    if not sel.size:
-        return
-    rest = np.clip(rho_o - part.load - part.apart, 0.0, None)
-    ws = per_packet(w, rest).ravel()
-    delay = (queue_wait(resid - part.resid - part.apart_resid, rest) + add).ravel()
-    alone = passive(Ctx.build(wl, col[sel], ws[sel], flat["ring"][sel]), flat["period"][sel],
-                    delay[sel])
-    meet = np.clip(part.apart.ravel()[sel], 0.0, 0.95)
-    n = wl.n[col[sel]]
-    now = n - res["delivered"][sel]
-    lost = (1.0 - meet) * (n - alone.delivered) + meet * now
-    res["delivered"][sel] = np.where(lost > now, n - lost, res["delivered"][sel])
-
-
-def _partners_gone(wl: Workload, flat: dict[str, np.ndarray], res: dict[str, np.ndarray],
-                   col: np.ndarray, rho_o: np.ndarray, resid: np.ndarray, part: Partners,
-                   w: np.ndarray, pas: np.ndarray, period: np.ndarray) -> None:
-    """The packets a passive consumer loses in the part of its span no partner overlaps.
-
-    A partner's drain lengthens the consumer's own at every tick, and so shortens the
-    window in which its ring can fill — but only while the partner's packets arrive. The
-    partners' drain is added to each of the consumer's weighted by the share of its span
-    they overlap, an average that says no window overflows where the DES loses packets
-    once the partner is gone (rack.yaml's ingest-backup-a, polled every 54 ms beside
-    ingest-backup-b, which ends at three quarters of a's span: 2.3 % lost in the DES, all
-    after b's end, none said). The mode runs again without the partners, for the
-    consumers whose ring a window can fill, and the losses mix by that share (wake-ups
-    stay: a tick comes every period either way)."""
     present = part.present.ravel()
-    reach = (wl.local * (period + wl.ti)).ravel()
-    sel = np.flatnonzero(pas.ravel() & (present > 0) & (present < 1.0 - 1e-9)
+    apart = part.apart.ravel() > 0
+    gone = (present > 0) & (present < 1.0 - 1e-9)
+    sel = np.flatnonzero(pas.ravel() & (apart | gone)
                          & (reach + 6.0 * np.sqrt(reach) >= flat["ring"]))
     if not sel.size:
         return
-    rest = np.clip(rho_o - part.load, 0.0, None)
-    ws = per_packet(w, rest).ravel()
-    delay = queue_wait(resid - part.resid, rest).ravel()
-    alone = passive(Ctx.build(wl, col[sel], ws[sel], flat["ring"][sel]), flat["period"][sel],
-                    delay[sel])
-    f = present[sel]
     n = wl.n[col[sel]]
     now = n - res["delivered"][sel]
-    lost = f * now + (1.0 - f) * (n - alone.delivered)
-    res["delivered"][sel] = np.where(lost > now, n - lost, res["delivered"][sel])
+
+    def lost(which: np.ndarray, partners: bool, others: bool) -> np.ndarray:
+        """Packets lost by the elements `which` of `sel` with the partners' drains there
+        or not and the other-timer neighbours' load in the average share or not (`now`
+        elsewhere)."""
+        out = now.copy()
+        at = np.flatnonzero(which)
+        if not at.size:
+            return out
+        rest = rho_o - part.load - (0.0 if others else part.apart)
+        rest = np.clip(rest, 0.0, None)
+        wait = (queue_wait(resid - part.resid - (0.0 if others else part.apart_resid), rest)
+                + (add if partners else 0.0)).ravel()
+        e = sel[at]
+        mode = passive(Ctx.build(wl, col[e], per_packet(w, rest).ravel()[e],
+                                 flat["ring"][e]), flat["period"][e], wait[e])
+        out[at] = n[at] - mode.delivered
+        return out
+
+    met = np.clip(part.apart.ravel()[sel], 0.0, 0.95)
+    there = np.where(present[sel] > 0, present[sel], 1.0)  # (no partner: as if there)
+    missed_there = lost(apart[sel], partners=True, others=False)
+    met_gone = lost(gone[sel], partners=False, others=True)
+    # (without other-timer neighbours a drain has nothing to miss: met and missed agree)
+    missed_gone = np.where(apart[sel], lost(gone[sel] & apart[sel], partners=False,
+                                            others=False), met_gone)
+    total = (there * (met * now + (1.0 - met) * missed_there)
+             + (1.0 - there) * (met * met_gone + (1.0 - met) * missed_gone))
+    res["delivered"][sel] = np.where(total > now, n - total, res["delivered"][sel])
 
 
 def _outputs(wl: Workload, res: dict[str, np.ndarray], w: np.ndarray, bus: np.ndarray,
