@@ -288,6 +288,7 @@ def write_plots(search: Search, prefer: str, directory: Path) -> None:
 
 
 COSTLY = 2.0  # a latency or CPU this many times the default's is listed under the table
+NAMED = 8  # ... the worst this many by name, then how many more
 
 
 def _setting(config: Config, nic: str, s: NicSetting) -> str:
@@ -362,8 +363,8 @@ def costs(config: Config, out: Outcome) -> list[str]:
     for key, rows in grown.items():
         if rows:
             rows.sort(reverse=True)
-            shown = "; ".join(text for _, text in rows[:5])
-            more = f"; and {len(rows) - 5} more" if len(rows) > 5 else ""
+            shown = "; ".join(text for _, text in rows[:NAMED])
+            more = f"; and {len(rows) - NAMED} more" if len(rows) > NAMED else ""
             lines += ["", f"{key} {COSTLY:g}× the default's or more: {len(rows)} of "
                           f"{len(config.transmissions)} transmissions — {shown}{more}."]
     return lines
