@@ -115,10 +115,8 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     same = (b.irq_core[:, cols, None] == b.irq_core[:, None, cols]).astype(float)
     start = wl.start[cols]
     end = start + wl.span[cols]
-    edges = np.unique(np.concatenate([start, end]))
+    edges, arriving = phases_of(wl, cols)
     lo, hi = edges[:-1], edges[1:]
-    arriving = ((start[None, :] <= lo[:, None] + TINY)
-                & (end[None, :] >= hi[:, None] - TINY)).astype(float)  # (phases, m)
     inflow = wl.n[cols] / np.maximum(wl.span[cols], TINY)  # n packets over the span
     # a core that keeps up in a phase: its members' work and interrupts fit
     load = np.matmul(same * (inflow * wj + irq + woken)[:, None, :], arriving.T)
@@ -287,14 +285,20 @@ def _with_partner(wl: Workload, cols: np.ndarray, same: np.ndarray) -> np.ndarra
     """(P, i): the share of transmission i's arrival span in which at least one of its
     partners (`same`, (P, i, j)) arrives too — the union of their overlaps, not the
     largest (partners one after the other can cover the whole span)."""
-    start, span = wl.start[cols], wl.span[cols]
-    end = start + span
+    edges, arriving = phases_of(wl, cols)
+    partnered = np.einsum("pij,kj->pik", same.astype(float), arriving) > 0
+    return (partnered * arriving.T[None]) @ np.diff(edges) / np.maximum(wl.span[cols], TINY)
+
+
+def phases_of(wl: Workload, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One host's time axis cut where arrivals start or end: the edges (phases + 1,) and
+    which of the columns `cols` arrive in each phase (phases, m), 1 or 0."""
+    start = wl.start[cols]
+    end = start + wl.span[cols]
     edges = np.unique(np.concatenate([start, end]))
     lo, hi = edges[:-1], edges[1:]
-    arriving = ((start[None, :] <= lo[:, None] + TINY)
-                & (end[None, :] >= hi[:, None] - TINY)).astype(float)  # (segments, m)
-    partnered = np.einsum("pij,kj->pik", same.astype(float), arriving) > 0
-    return (partnered * arriving.T[None]) @ (hi - lo) / np.maximum(span, TINY)
+    return edges, ((start[None, :] <= lo[:, None] + TINY)
+                   & (end[None, :] >= hi[:, None] - TINY)).astype(float)
 
 
 def _overlap(wl: Workload, cols: np.ndarray) -> np.ndarray:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import mmap
 import os
 import resource
@@ -556,10 +557,11 @@ def _number(kind: type, low: float, high: float | None = None, above: bool = Fal
     def parse(text: str) -> Any:
         try:
             value = kind(text)
+            ok = (math.isfinite(value) and (value > low if above else value >= low)
+                  and (high is None or value <= high))
         except ValueError:
-            value = None
-        if value is None or value != value or value in (float("inf"), float("-inf")) or \
-                value < low or (above and value == low) or (high is not None and value > high):
+            ok = False
+        if not ok:
             bound = f"more than {low:g}" if above else f"at least {low:g}"
             raise argparse.ArgumentTypeError(
                 f"expected {'a whole number' if kind is int else 'a number'} {bound}"
@@ -636,8 +638,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             setattr(args, key, _number(kind, least, above=above)(str(getattr(args, key))))
         except argparse.ArgumentTypeError as exc:
             p.error(f"{option} (or the capture profile's {name}): {exc}")
-    args.watermark_timeout = float(args.watermark_timeout or 0.0)
-    args.poll_interval = float(args.poll_interval)
     if args.mode == "watermark":
         args.idle_timeout = max(args.idle_timeout, 2 * args.watermark_timeout + 0.5
                                 if args.watermark_timeout else args.idle_timeout)

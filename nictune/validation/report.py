@@ -17,8 +17,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from nictune.files import atomic_write
 from nictune.plan import Plan
 from nictune.validation import stats
@@ -216,8 +214,7 @@ def _findings(report: dict[str, Any]) -> list[str]:
                      f"wake-ups {_verdict(c.get('wakeups'))}; CPU {_verdict(c.get('cpu_s'))}.")
         for arm in ARMS:
             lim = t["limited_by"][arm]
-            runs = sum(1 for r in report["runs"] if r["transmission"] == t["transmission"]
-                       and r["arm"] == arm)
+            runs = len(_runs_of(report, t, arm))
             parts = [f"{k} in {v}/{runs} runs" for k, v in sorted(lim.items())]
             lines.append(f"  - {arm}: limited by {', '.join(parts)}.")
         span, paper = c.get("throughput_bps"), c.get("paper_throughput_bps")
@@ -329,7 +326,7 @@ def plots(report: dict[str, Any]) -> dict[str, str]:
         for k, arm in enumerate(ARMS):
             s = [t["summary"][arm][metric] for t in ts]
             means = [(x["mean"] or 0) / scale for x in s]
-            errs = np.array([whiskers(x, scale) for x in s]).T
+            errs = list(zip(*(whiskers(x, scale) for x in s), strict=True))
             at = [i + (k - 0.5) * 0.38 for i in xs]
             ax.bar(at, means, 0.38, yerr=errs, capsize=3, label=f"{arm} (mean, 95 % CI)")
             for x, t in zip(at, ts, strict=True):  # each run, so a few runs show as few

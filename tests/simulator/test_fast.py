@@ -438,34 +438,38 @@ def test_a_partner_that_is_served_below_its_arrivals_while_they_alternate_overfl
     assert fast[1].packets_dropped == pytest.approx(des[1].packets_dropped, rel=0.12)
 
 
+# rack.yaml's ingest-backup-a and -b at a twentieth of their size, as the plan polls them
+BACKUP = NicSetting("passive_wait", poll_interval=54.18e-3, ring_slots=8192,
+                    placement="same_core")
+
+
+def backup_pair(*others: dict, partner: str = "600MB") -> Config:
+    """t0 (1 GB at 2.5 Gbit/s) and t1 (`partner` at 2 Gbit/s) on NIC n of an 8-core host
+    with rack.yaml's ingest costs, then `others` (1500-byte streams t2, ...; NIC n or m)."""
+    streams = [{"nic": "n", "size": "1GB", "rate": "2.5Gbit/s"},
+               {"nic": "n", "size": partner, "rate": "2Gbit/s"}, *others]
+    raw = {"hosts": {"h": {"cores": 8, "costs": {"irq": 4e-6, "per_packet": 0.6e-6,
+                                                 "per_byte": 0.25e-9}}},
+           "nics": {nic: {"host": "h", "link": "25Gbit/s"} for nic in ("n", "m")},
+           "transmissions": [{"id": f"t{i}", "packet_size": 1500, **t}
+                             for i, t in enumerate(streams)]}
+    return parse_config(raw, source="test")
+
+
 def test_a_passive_consumer_that_outlives_its_partner_overflows_once_alone() -> None:
     """rack.yaml's ingest-backup-a and -b (one NIC, polled every 54 ms, 8 192 slots) at a
     twentieth of their size: b's drain keeps a's window short while b arrives, and a's
     ring overflows in the quarter of its span that b does not overlap (2.6 % lost in the
     DES, all after b's end). The partner's drain, weighted by its overlap, said none."""
-    raw = {"hosts": {"h": {"cores": 8, "costs": {"irq": 4e-6, "per_packet": 0.6e-6,
-                                                 "per_byte": 0.25e-9}}},
-           "nics": {"n": {"host": "h", "link": "25Gbit/s"}},
-           "transmissions": [
-               {"id": "t0", "nic": "n", "size": "1GB", "packet_size": 1500,
-                "rate": "2.5Gbit/s"},
-               {"id": "t1", "nic": "n", "size": "600MB", "packet_size": 1500,
-                "rate": "2Gbit/s"}]}
-    config = parse_config(raw, source="test")
-    s = NicSetting("passive_wait", poll_interval=54.18e-3, ring_slots=8192,
-                   placement="same_core")
-    fast, des = on_host(config, {"t0": s, "t1": s})
+    fast, des = on_host(backup_pair(), {"t0": BACKUP, "t1": BACKUP})
     assert des[0].packets_dropped > 0.02 * des[0].packets_offered
     assert fast[0].packets_dropped == pytest.approx(des[0].packets_dropped, rel=0.15)
     assert fast[1].packets_dropped < 0.01 * fast[1].packets_offered  # (b overlaps a whole)
     # partners one after the other cover a's span together: a is never alone (a review:
     # the largest single overlap said a third alone, 3.3 % lost for the DES's 0.5 %)
-    raw["transmissions"] = [raw["transmissions"][0], {**raw["transmissions"][1],
-                                                      "size": "300MB"},
-                            {**raw["transmissions"][1], "id": "t2", "size": "600MB",
-                             "start": 22 * 54.18e-3}]
-    config = parse_config(raw, source="test")
-    fast, des = on_host(config, {"t0": s, "t1": s, "t2": s})
+    config = backup_pair({"nic": "n", "size": "600MB", "rate": "2Gbit/s",
+                          "start": 22 * 54.18e-3}, partner="300MB")
+    fast, des = on_host(config, {"t0": BACKUP, "t1": BACKUP, "t2": BACKUP})
     assert des[0].packets_dropped < 0.01 * des[0].packets_offered
     assert fast[0].packets_dropped < 0.01 * fast[0].packets_offered
 
@@ -475,23 +479,10 @@ def test_a_consumer_outliving_its_partner_beside_another_timer_loses_in_both_way
     the partner is gone, a drain that misses the neighbour's work is shorter still (DES
     3.4 % lost). Mixing the partner's absence and the missed neighbour apart — each the
     larger of two — gave 1.05 %; the four states mixed give 2.0 % (a review)."""
-    raw = {"hosts": {"h": {"cores": 8, "costs": {"irq": 4e-6, "per_packet": 0.6e-6,
-                                                 "per_byte": 0.25e-9}}},
-           "nics": {"n": {"host": "h", "link": "25Gbit/s"},
-                    "m": {"host": "h", "link": "25Gbit/s"}},
-           "transmissions": [
-               {"id": "t0", "nic": "n", "size": "1GB", "packet_size": 1500,
-                "rate": "2.5Gbit/s"},
-               {"id": "t1", "nic": "n", "size": "600MB", "packet_size": 1500,
-                "rate": "2Gbit/s"},
-               {"id": "t2", "nic": "m", "size": "800MB", "packet_size": 1500,
-                "rate": "2Gbit/s"}]}
-    config = parse_config(raw, source="test")
-    s = NicSetting("passive_wait", poll_interval=54.18e-3, ring_slots=8192,
-                   placement="same_core")
+    config = backup_pair({"nic": "m", "size": "800MB", "rate": "2Gbit/s"})
     other = NicSetting("passive_wait", poll_interval=158e-3, ring_slots=65536,
                        placement="same_core")
-    fast, des = on_host(config, {"t0": s, "t1": s, "t2": other})
+    fast, des = on_host(config, {"t0": BACKUP, "t1": BACKUP, "t2": other})
     assert des[0].packets_dropped > 0.03 * des[0].packets_offered
     assert 0.015 * fast[0].packets_offered < fast[0].packets_dropped < des[0].packets_dropped
 
