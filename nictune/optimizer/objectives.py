@@ -174,7 +174,8 @@ def pick(values: np.ndarray, violation: np.ndarray, prefer: str,
     1. eligible: the rows at least as fast as the default for every transmission
        (`worst`, the lowest per-transmission throughput ratio of the row — as predicted,
        and within `TIE` with the last packet's worst wait, `Search.score`; "as fast"
-       allows `NOISE`); if none (the default is infeasible), the fastest (within `TIE`);
+       allows `NOISE`); if none (the default is infeasible), the rows within `TIE` of
+       the highest `worst`, and of those the fastest (within `TIE`);
     2. throughput only: the fastest of those (within `TIE`);
     3. at most `CPU_SLACK` times the CPU of the default or of the most frugal row kept so
        far, whichever is more (else busy polling, no interrupts but a whole core, would
@@ -189,8 +190,9 @@ def pick(values: np.ndarray, violation: np.ndarray, prefer: str,
     idx = candidates(violation)
     low = (values[:, 0] if worst is None else worst)[idx]
     keep = idx[low >= 1.0 - NOISE]
-    if not len(keep):  # the default itself is infeasible: just the fastest
-        keep = idx[values[idx, 0] >= (1.0 - TIE) * values[idx, 0].max()]
+    if not len(keep):  # none as fast as the default: the closest on their slowest
+        keep = idx[low >= low.max() - TIE]  # transmission, then the fastest of those
+        keep = keep[values[keep, 0] >= (1.0 - TIE) * values[keep, 0].max()]
     if prefer == "throughput":
         keep = keep[values[keep, 0] >= (1.0 - TIE) * values[keep, 0].max()]
     keep = keep[values[keep, 2] <= CPU_SLACK * max(1.0, values[keep, 2].min())]

@@ -202,3 +202,18 @@ def test_the_worst_end_of_onoff_bursts_the_link_caps(tmp_path: Path) -> None:
          "end_wait": np.array([[0.0925]])}
     end = 0.5 / end_robust(config, m)["throughput_bps"][0, 0] * 1e6
     assert end == pytest.approx(0.647 + 0.0925, abs=2e-3) and t.packets / t.rate < 0.34
+
+
+def test_a_fallback_pick_keeps_the_worst_wait_rule() -> None:
+    """When no row is as fast as the default (it is infeasible), the pick is among the
+    rows closest to it on their slowest transmission — `worst`, which holds the last
+    packet's worst wait — not simply the fastest as predicted: row 1 is faster only if
+    its transfers end just before a tick (a review)."""
+    values = np.array([[1.0, 1.0, 1.0],      # the default, infeasible
+                       [0.99, 0.1, 1.0],     # fastest as predicted, 0.5 with a late end
+                       [0.98, 0.5, 1.0]])    # slower, the same with a late end
+    violation = np.array([1.0, 0.0, 0.0])
+    worst = np.array([1.0, 0.5, 0.98])
+    for prefer in ("throughput", "interrupts", "balanced"):
+        assert pick(values, violation, prefer, worst) == 2
+        assert pick(values, violation, prefer) == 1  # without `worst`: the fastest
