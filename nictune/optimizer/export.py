@@ -335,7 +335,7 @@ def table(config: Config, out: Outcome, engine_label: str) -> str:
         kinds = dict.fromkeys(f.partition(":")[0] for f in flagged)
         lines += ["", "Flagged (⚠):", *(f"({k}: {FLAGS[k]})" for k in kinds if k in FLAGS)]
         lines += [f"- {', '.join(ids)}: {f}" for f, ids in flagged.items()]
-    return "\n".join([*lines, "", *costs(config, out)])
+    return "\n".join([*lines, "", *costs(config, out), *core_loads(config, out)])
 
 
 def costs(config: Config, out: Outcome) -> list[str]:
@@ -367,6 +367,41 @@ def costs(config: Config, out: Outcome) -> list[str]:
             more = f"; and {len(rows) - NAMED} more" if len(rows) > NAMED else ""
             lines += ["", f"{key} {COSTLY:g}× the default's or more: {len(rows)} of "
                           f"{len(config.transmissions)} transmissions — {shown}{more}."]
+    return lines
+
+
+def core_loads(config: Config, out: Outcome) -> list[str]:
+    """Where a host has several NICs: per IRQ core, the transmissions it serves and their
+    CPU shares summed, default → optimized (the core's load while they all run)."""
+    arms = ((out.defaults, out.default), (out.settings, out.optimized))
+    served: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
+    for i, t in enumerate(config.transmissions):
+        host = config.nics[t.nic].host
+        if sum(1 for n in config.nics.values() if n.host == host) > 1:
+            for arm, (settings, _) in enumerate(arms):
+                served.setdefault((host, settings[i].irq_core), ([], []))[arm].append(i)
+    if not served:
+        return []
+
+    def cell(arm: int, rows: list[int]) -> str:
+        settings, metrics = arms[arm]
+        if not rows:
+            return "—"
+        spins = sum(settings[i].mode == "busy_poll" for i in rows)
+        util = sum(metrics[i].cpu_util for i in rows if settings[i].mode != "busy_poll")
+        return (f"{', '.join(config.transmissions[i].id for i in rows)}: {100 * util:.3g} %"
+                f"{f' + {spins} busy-polling' if spins else ''}")
+
+    order = list(config.hosts)
+    lines = ["", "CPU per IRQ core, default → optimized (hosts with several NICs): the "
+                 "transmissions it serves and the CPU shares of those that do not "
+                 "busy-poll summed (the core's load while they all run), then how many "
+                 "busy-poll (each spinning a whole core, yielding to the others' work).",
+             "", "| host | core | default | optimized |",
+             "|---|---|---|---|"]
+    for (host, core), rows in sorted(served.items(),
+                                     key=lambda kv: (order.index(kv[0][0]), kv[0][1])):
+        lines.append(f"| {host} | {core} | {cell(0, rows[0])} | {cell(1, rows[1])} |")
     return lines
 
 

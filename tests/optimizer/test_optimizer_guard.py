@@ -188,3 +188,20 @@ def test_a_plan_row_that_keeps_the_default_says_so(search: Search) -> None:
     assert rows[0].endswith(" (the default) |")
     assert (" (the default) |" in rows[1]) == (out.settings[1] ==
                                                 config.default_setting(config.transmissions[1]))
+
+
+def test_the_summary_shows_each_shared_cores_load(search: Search) -> None:
+    """Hosts with several NICs get a table per IRQ core, default → optimized: who it
+    serves and their CPU summed, busy-polling ones counted apart (each spins a core)."""
+    out = outcome(search, "throughput", "none")
+    c_on_0 = replace(out.settings[2], irq_core=0, mode="passive_wait")
+    d_spins = NicSetting("busy_poll", ring_slots=1024, irq_core=0)
+    plan = replace(out, settings=[*out.settings[:2], c_on_0, d_spins])
+    lines = table(search.config, plan, "fast").split("CPU per IRQ core")[1].splitlines()
+    rows = {tuple(r.split(" | ")[:2]): r for r in lines if r.startswith("| shared |")}
+    assert set(rows) == {("| shared", "0"), ("| shared", "1")}  # no solo host
+    c_cpu = 100 * out.optimized[2].cpu_util
+    assert rows["| shared", "0"].endswith(
+        f" | c: {100 * out.default[2].cpu_util:.3g} % | c, d: {c_cpu:.3g} % + 1 busy-polling |")
+    assert rows["| shared", "1"].endswith(
+        f" | d: {100 * out.default[3].cpu_util:.3g} % | — |")
