@@ -28,6 +28,7 @@ from nictune.optimizer.checkpoint import Options
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.export import outcome
+from nictune.optimizer.rings import default_rings
 from nictune.optimizer.search import Search
 from nictune.simulator.fidelity import Case, nic_pair_cases, random_cases
 
@@ -49,7 +50,8 @@ def run_case(job: tuple[Case, int, int]) -> list[dict[str, Any]]:
                     Evaluator(config, enc, "fast", 0, 200_000))
     search.run()
     out = outcome(search, PREFER, "des")
-    (first,) = search.evaluate.run([enc.settings(search.composite(PREFER))], "des")
+    (first,) = search.evaluate.run(
+        [enc.settings(default_rings(search, search.composite(PREFER)))], "des")
     rows = []
     for h, cols in enumerate(enc.host_transmissions):
         notes = [f for f in out.flags[cols[0]] if f.startswith("des_guard")]

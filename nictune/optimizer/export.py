@@ -23,6 +23,7 @@ from nictune.errors import RunError
 from nictune.model import Config, NicSetting
 from nictune.optimizer.guard import guard
 from nictune.optimizer.objectives import INTERRUPT_FLOOR, OBJECTIVES, PREFERENCES, dominated
+from nictune.optimizer.rings import default_rings
 from nictune.optimizer.search import Search
 from nictune.plan import Plan, PlanEntry, save_plan
 from nictune.simulator.des import after_arrivals
@@ -66,7 +67,7 @@ def outcome(search: Search, prefer: str, verify: str) -> Outcome:
     takes the next candidate the DES accepts, or the default (`guard.py`)."""
     enc, ev = search.encoding, search.evaluate
     defaults = enc.settings(enc.default_genes())
-    first = enc.settings(search.composite(prefer))
+    first = enc.settings(default_rings(search, search.composite(prefer)))
     if verify == "none":
         fast_d, fast_o = ev.run([defaults, first], "fast")
         return Outcome(first, defaults, fast_d, fast_o, [[] for _ in first], fast_d, fast_o)
@@ -200,7 +201,7 @@ def write_csvs(search: Search, directory: Path) -> None:
         w.writerow(["kind", *names, "settings"])
         for prefer in PREFERENCES:
             w.writerow([f"plan:{prefer}", *search.plan_values(prefer).tolist(),
-                        _describe(search, search.composite(prefer))])
+                        _describe(search, default_rings(search, search.composite(prefer)))])
         for i in sorted(front.tolist(), key=lambda i: -values[i, 0]):
             w.writerow(["front", *values[i].tolist(), _describe(search, s.population[i])])
     with (directory / "logbook.csv").open("w", newline="") as f:

@@ -18,6 +18,7 @@ import numpy as np
 from nictune.model import Transmission
 from nictune.optimizer.archive import HostArchive
 from nictune.optimizer.objectives import CPU_SLACK, FEASIBLE, NOISE, pick
+from nictune.optimizer.rings import default_rings
 from nictune.optimizer.search import Search
 from nictune.simulator.metrics import Metrics
 from nictune.units import format_bitrate, format_duration
@@ -111,14 +112,15 @@ def guard(search: Search, prefer: str, engine: str, default: list[Metrics]
 
 def _compose(search: Search, orders: list[list[int]], tried: list[int],
              base: np.ndarray) -> np.ndarray:
-    """Genes with every host's block at its current candidate (or the default's)."""
+    """Genes with every host's block at its current candidate (or the default's), rings
+    kept at their defaults where the model has no use for others (`default_rings`)."""
     assert search.state is not None
     genes = base.copy()
     for archive, cols, order, k in zip(search.state.archives, search.encoding.host_genes,
                                        orders, tried, strict=True):
         if k < len(order):
             genes[cols] = archive.genes[order[k]]
-    return genes
+    return np.array(default_rings(search, genes.tolist()))
 
 
 def _describe(search: Search, h: int, genes: np.ndarray) -> str:

@@ -1,0 +1,65 @@
+"""A plan's rings go back to their defaults where the fast engine has no use for others
+(`rings.default_rings`); real fast-engine runs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import yaml
+
+from nictune.model import NicSetting, load_config
+from nictune.optimizer.checkpoint import Options
+from nictune.optimizer.encoding import Encoding
+from nictune.optimizer.evaluate import Evaluator
+from nictune.optimizer.rings import default_rings
+from nictune.optimizer.search import Search
+
+# two hosts, one NIC each, default rings of 256 slots; 10 000 packets/s for 2 s
+CONFIG = {
+    "hosts": {"h1": {"cores": 2}, "h2": {"cores": 2}},
+    "nics": {n: {"host": h, "link": "10Gbit/s", "min_ring_slots": 16,
+                 "max_ring_slots": 32768} for n, h in (("n1", "h1"), ("n2", "h2"))},
+    "transmissions": [{"id": t, "nic": n, "size": "10MB", "packet_size": 500,
+                       "rate": "10000pps", "arrival": "cbr",
+                       "default": {"mode": "passive_wait", "poll_interval": "1ms",
+                                   "ring_slots": 256}}
+                      for t, n in (("t1", "n1"), ("t2", "n2"))]}
+
+
+def _search(tmp_path: Path) -> Search:
+    path = tmp_path / "rings.yaml"
+    path.write_text(yaml.safe_dump(CONFIG, sort_keys=False))
+    config = load_config(path)
+    return Search(config, Options(population=8, generations=1),
+                  Evaluator(config, Encoding(config), "fast", 0, 200_000))
+
+
+def test_a_ring_the_model_has_no_use_for_goes_back_to_its_default(tmp_path: Path) -> None:
+    """n1 polls every 1 ms (10 packets a tick): 16 or 8 192 slots predict the same as
+    the default's 256, so the plan keeps 256. n2 polls every 50 ms (500 packets a tick):
+    256 slots would drop half of them, so its 1 024 stay."""
+    search = _search(tmp_path)
+    enc = search.encoding
+    for small_or_large in (16, 8192):
+        quick = NicSetting("passive_wait", poll_interval=1e-3, ring_slots=small_or_large)
+        slow = NicSetting("passive_wait", poll_interval=50e-3, ring_slots=1024)
+        genes = [*enc.spaces[0].encode(quick), *enc.spaces[1].encode(slow)]
+        settings = enc.settings(default_rings(search, genes))
+        assert settings == [replace(quick, ring_slots=256), slow]
+        before, after = (search.evaluate.run([enc.settings(g)], "fast")[0]
+                         for g in (genes, default_rings(search, genes)))
+        assert [m.throughput_bps for m in before] == [m.throughput_bps for m in after]
+        assert after[1].packets_dropped == 0  # (what 256 slots would lose:)
+    (lossy,) = search.evaluate.run([[slow, replace(slow, ring_slots=256)]], "fast")
+    assert lossy[1].packets_dropped > 0.4 * lossy[1].packets_offered
+
+
+def test_a_watermark_above_half_the_default_ring_keeps_its_ring(tmp_path: Path) -> None:
+    """A watermark of 512 needs a ring of 1 024 or more: the default's 256 cannot hold
+    it, so the ring is left as the search chose it."""
+    search = _search(tmp_path)
+    enc = search.encoding
+    mark = NicSetting("watermark", watermark=512, watermark_timeout=0.1, ring_slots=1024)
+    genes = [*enc.spaces[0].encode(mark), *enc.default_genes()[7:]]
+    assert enc.settings(default_rings(search, genes))[0] == mark
