@@ -397,7 +397,8 @@ def core_loads(config: Config, out: Outcome) -> list[str]:
     lines = ["", "CPU per IRQ core, default → optimized (hosts with several NICs): the "
                  "transmissions it serves and the CPU shares of those that do not "
                  "busy-poll summed (the core's load while they all run), then how many "
-                 "busy-poll (each spinning a whole core, yielding to the others' work).",
+                 "busy-poll (each charged a whole core by the model, yielding to the "
+                 "others' work).",
              "", "| host | core | default | optimized |",
              "|---|---|---|---|"]
     for (host, core), rows in sorted(served.items(),

@@ -191,7 +191,7 @@ def pick(values: np.ndarray, violation: np.ndarray, prefer: str,
     low = (values[:, 0] if worst is None else worst)[idx]
     keep = idx[low >= 1.0 - NOISE]
     if not len(keep):  # none as fast as the default: the closest on their slowest
-        keep = idx[low >= low.max() - TIE]  # transmission, then the fastest of those
+        keep = idx[low >= (1.0 - TIE) * low.max()]  # transmission, then the fastest
         keep = keep[values[keep, 0] >= (1.0 - TIE) * values[keep, 0].max()]
     if prefer == "throughput":
         keep = keep[values[keep, 0] >= (1.0 - TIE) * values[keep, 0].max()]
