@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -199,6 +199,15 @@ class Config:
         """The setting `t`'s NIC has today: its config `default` (one per NIC), else
         PF_RING's."""
         return t.default if t.default is not None else pfring_default(self.nic_of(t))
+
+    def by_core(self, transmissions: Iterable[Transmission],
+                settings: Mapping[str, NicSetting]) -> dict[tuple[str, int], list[str]]:
+        """The ids of `transmissions` per (host, IRQ core) under `settings` (id ->
+        setting), in the order given."""
+        cores: dict[tuple[str, int], list[str]] = {}
+        for t in transmissions:
+            cores.setdefault((self.nic_of(t).host, settings[t.id].irq_core), []).append(t.id)
+        return cores
 
     def select(self, ids: Iterable[str] | None) -> list[Transmission]:
         """The named transmissions in the order given (each once), or all of them."""

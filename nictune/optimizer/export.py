@@ -27,7 +27,7 @@ from nictune.optimizer.rings import default_rings
 from nictune.optimizer.search import Search
 from nictune.plan import Plan, PlanEntry, save_plan
 from nictune.simulator.des import after_arrivals
-from nictune.simulator.metrics import Metrics, ends_on_timeout
+from nictune.simulator.metrics import Metrics, core_load, ends_on_timeout
 from nictune.units import format_bitrate, format_duration, format_size
 
 DISAGREE = 0.05  # relative difference between engines that flags a transmission
@@ -374,37 +374,36 @@ def costs(config: Config, out: Outcome) -> list[str]:
 def core_loads(config: Config, out: Outcome) -> list[str]:
     """Where a host has several NICs: per IRQ core, the transmissions it serves and their
     CPU shares summed, default → optimized (the core's load while they all run)."""
-    arms = ((out.defaults, out.default), (out.settings, out.optimized))
-    served: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
-    for i, t in enumerate(config.transmissions):
-        host = config.nics[t.nic].host
-        if sum(1 for n in config.nics.values() if n.host == host) > 1:
-            for arm, (settings, _) in enumerate(arms):
-                served.setdefault((host, settings[i].irq_core), ([], []))[arm].append(i)
-    if not served:
+    several = {h for h in config.hosts
+               if sum(1 for n in config.nics.values() if n.host == h) > 1}
+    ts = [t for t in config.transmissions if config.nic_of(t).host in several]
+    if not ts:
         return []
-
-    def cell(arm: int, rows: list[int]) -> str:
-        settings, metrics = arms[arm]
-        if not rows:
-            return "—"
-        spins = sum(settings[i].mode == "busy_poll" for i in rows)
-        util = sum(metrics[i].cpu_util for i in rows if settings[i].mode != "busy_poll")
-        return (f"{', '.join(config.transmissions[i].id for i in rows)}: {100 * util:.3g} %"
-                f"{f' + {spins} busy-polling' if spins else ''}")
-
+    index = {t.id: i for i, t in enumerate(config.transmissions)}
+    arms = [(config.by_core(ts, {t.id: ms[index[t.id]].setting for t in ts}), ms)
+            for ms in (out.default, out.optimized)]
     order = list(config.hosts)
     lines = ["", "CPU per IRQ core, default → optimized (hosts with several NICs): the "
                  "transmissions it serves and the CPU shares of those that do not "
                  "busy-poll summed (the core's load while they all run), then how many "
                  "busy-poll (each charged a whole core by the model, yielding to the "
-                 "others' work).",
-             "", "| host | core | default | optimized |",
+                 "others' work).", "", "| host | core | default | optimized |",
              "|---|---|---|---|"]
-    for (host, core), rows in sorted(served.items(),
-                                     key=lambda kv: (order.index(kv[0][0]), kv[0][1])):
-        lines.append(f"| {host} | {core} | {cell(0, rows[0])} | {cell(1, rows[1])} |")
+    for host, core in sorted({key for cores, _ in arms for key in cores},
+                             key=lambda key: (order.index(key[0]), key[1])):
+        cells = [core_cell([index[i] for i in cores.get((host, core), [])], config, m)
+                 for cores, m in arms]
+        lines.append(f"| {host} | {core} | {cells[0]} | {cells[1]} |")
     return lines
+
+
+def core_cell(rows: list[int], config: Config, metrics: Sequence[Metrics]) -> str:
+    """Transmissions `rows` of one core: their ids, then `core_load` ("—" if none)."""
+    if not rows:
+        return "—"
+    util, spins = core_load(metrics[i] for i in rows)
+    return (f"{', '.join(config.transmissions[i].id for i in rows)}: {100 * util:.3g} %"
+            f"{f' + {spins} busy-polling' if spins else ''}")
 
 
 def write_summary(config: Config, out: Outcome, meta: dict[str, Any], directory: Path,

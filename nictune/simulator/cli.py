@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from nictune.argtypes import count
@@ -19,7 +19,7 @@ from nictune.model import (
     parse_setting,
 )
 from nictune.simulator import ENGINES, simulate
-from nictune.simulator.metrics import Metrics
+from nictune.simulator.metrics import Metrics, core_load
 from nictune.units import format_bitrate, format_duration
 
 DESCRIPTION = ("Simulate the receive path of each transmission under its default setting, or "
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump({"results": [m.to_json() for m in results]}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(table(results))
+        sys.stdout.write(table(results) + shared_cores(config, transmissions, by_id))
     return 0
 
 
@@ -94,10 +94,33 @@ def beside(config: Config, selected: Sequence[Transmission]) -> list[Transmissio
 def sharing_a_core(config: Config, transmissions: Sequence[Transmission],
                    settings: dict[str, NicSetting]) -> list[str]:
     """The ids of the transmissions whose IRQ core, on their host, takes others' too."""
-    cores: dict[tuple[str, int], set[str]] = {}
-    for t in transmissions:
-        cores.setdefault((config.nic_of(t).host, settings[t.id].irq_core), set()).add(t.id)
+    cores = config.by_core(transmissions, settings)
     return sorted(i for ids in cores.values() if len(ids) > 1 for i in ids)
+
+
+SATURATED = 0.95  # CPU shares of one core summing to this or more: it is saturated
+
+
+def shared_cores(config: Config, transmissions: Sequence[Transmission],
+                 by_id: Mapping[str, Metrics]) -> str:
+    """A line per IRQ core that takes several of `transmissions`: how many, their CPU
+    shares summed (`core_load`), and whether that saturates the core (`SATURATED`: each
+    share is of its own duration, so a saturated core sums to about 100 %, more where
+    they end at different times)."""
+    cores = config.by_core(transmissions, {t.id: by_id[t.id].setting for t in transmissions})
+    lines = []
+    for (host, core), ids in cores.items():
+        if len(ids) > 1:
+            util, spins = core_load(by_id[i] for i in ids)
+            lines.append(f"  {host} core {core}: {len(ids)} transmissions, {100 * util:.3g} %"
+                         + (f" + {spins} busy-polling" if spins else "")
+                         + (" — the core is saturated: they fall behind or drop"
+                            if util >= SATURATED else ""))
+    if not lines:
+        return ""
+    return ("IRQ cores taking several transmissions (the CPU shares of those that do not "
+            "busy-poll, summed; each busy-polling one is charged a whole core):\n"
+            + "\n".join(lines) + "\n")
 
 
 def setting_for(config: Config, t: Transmission, overrides: dict[str, Any]) -> NicSetting:

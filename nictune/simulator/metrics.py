@@ -5,6 +5,7 @@ Both engines (`des`, `fast`) return `Metrics`; `to_json` gives exactly the contr
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,3 +64,12 @@ def ends_on_timeout(after_arrivals: float, timeout: float | None) -> bool:
     starts at the first of those packets, before the last arrival; much longer is a
     backlog draining)."""
     return bool(timeout) and timeout / 2.0 <= after_arrivals <= 1.5 * timeout
+
+
+def core_load(metrics: Iterable[Metrics]) -> tuple[float, int]:
+    """Transmissions of one core: the CPU shares of those that do not busy-poll, summed
+    (the core's load while they all run), and how many busy-poll (the model charges each
+    a whole core, though it yields to the others' work)."""
+    ms = list(metrics)
+    return (sum(m.cpu_util for m in ms if m.setting.mode != "busy_poll"),
+            sum(m.setting.mode == "busy_poll" for m in ms))

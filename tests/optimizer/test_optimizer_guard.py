@@ -198,7 +198,9 @@ def test_the_summary_shows_each_shared_cores_load(search: Search) -> None:
     out = outcome(search, "throughput", "none")
     c_on_0 = replace(out.settings[2], irq_core=0, mode="passive_wait")
     d_spins = NicSetting("busy_poll", ring_slots=1024, irq_core=0)
-    plan = replace(out, settings=[*out.settings[:2], c_on_0, d_spins])
+    plan = replace(out, settings=[*out.settings[:2], c_on_0, d_spins],
+                   optimized=[*out.optimized[:2], replace(out.optimized[2], setting=c_on_0),
+                              replace(out.optimized[3], setting=d_spins)])
     lines = table(search.config, plan, "fast").split("CPU per IRQ core")[1].splitlines()
     rows = {tuple(r.split(" | ")[:2]): r for r in lines if r.startswith("| shared |")}
     assert set(rows) == {("| shared", "0"), ("| shared", "1")}  # no solo host

@@ -231,3 +231,27 @@ def test_windows_of_several_sizes_are_given_as_their_range(cfg, capsys):
                   replace(b, extrapolated=True, window_packets=1021231)])
     assert text.splitlines()[-1].startswith(
         "~ simulated over the first 2837–1021231 (--json: window_packets) packets")
+
+
+def test_the_table_says_which_cores_take_several_transmissions(cfg, tmp_path, capsys):
+    """A line per IRQ core that takes several transmissions, with their CPU shares summed
+    (busy-polling ones counted apart), saying when that saturates the core; none while
+    each has a core of its own."""
+    assert main(["simulate", cfg, "--engine", "fast"]) == 0
+    assert "IRQ cores taking several" not in capsys.readouterr().out
+    for b_mode, rate in (({"mode": "passive_wait", "poll_interval": "1ms"}, "200kpps"),
+                         ({"mode": "passive_wait", "poll_interval": "1ms"}, "1500kpps"),
+                         ({"mode": "busy_poll"}, "200kpps")):
+        raw = yaml.safe_load(yaml.safe_dump(CONFIG))
+        raw["transmissions"][1].update(rate=rate, default={**b_mode, "irq_core": 0})
+        path = tmp_path / "one-core.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        a, b = results(capsys, str(path), "--engine", "fast")
+        assert main(["simulate", str(path), "--engine", "fast"]) == 0
+        (line,) = [x for x in capsys.readouterr().out.splitlines() if "h core 0" in x]
+        spins = b_mode["mode"] == "busy_poll"
+        load = 100 * (a["cpu_util"] + (0 if spins else b["cpu_util"]))
+        assert line.startswith(f"  h core 0: 2 transmissions, {load:.3g} %"), line
+        assert ("+ 1 busy-polling" in line) == spins
+        assert ("the core is saturated" in line) == (load >= 95), line
+        assert (load >= 95) == (rate == "1500kpps")  # (1 000-byte packets: a core's worth)
