@@ -19,7 +19,7 @@ from nictune.model import (
     parse_setting,
 )
 from nictune.simulator import ENGINES, simulate
-from nictune.simulator.metrics import Metrics, core_load
+from nictune.simulator.metrics import SATURATED, Metrics, core_load
 from nictune.units import format_bitrate, format_duration
 
 DESCRIPTION = ("Simulate the receive path of each transmission under its default setting, or "
@@ -96,9 +96,6 @@ def sharing_a_core(config: Config, transmissions: Sequence[Transmission],
     """The ids of the transmissions whose IRQ core, on their host, takes others' too."""
     cores = config.by_core(transmissions, settings)
     return sorted(i for ids in cores.values() if len(ids) > 1 for i in ids)
-
-
-SATURATED = 0.95  # CPU shares of one core summing to this or more: it is saturated
 
 
 def shared_cores(config: Config, transmissions: Sequence[Transmission],

@@ -65,6 +65,11 @@ def ends_on_timeout(after_arrivals: float, timeout: float | None) -> bool:
     backlog draining)."""
     return bool(timeout) and timeout / 2.0 <= after_arrivals <= 1.5 * timeout
 
+# CPU shares of one core's transmissions summing to this or more: the core is saturated
+# (each share is of its own duration, so a saturated core sums to about 1, more where they
+# end at different times)
+SATURATED = 0.95
+
 
 def core_load(metrics: Iterable[Metrics]) -> tuple[float, int]:
     """Transmissions of one core: the CPU shares of those that do not busy-poll, summed
