@@ -27,7 +27,7 @@ from nictune.optimizer.rings import default_rings
 from nictune.optimizer.search import Search
 from nictune.plan import Plan, PlanEntry, save_plan
 from nictune.simulator.des import after_arrivals
-from nictune.simulator.metrics import SATURATED, Metrics, core_load, ends_on_timeout
+from nictune.simulator.metrics import Metrics, core_load, ends_on_timeout
 from nictune.units import format_bitrate, format_duration, format_size
 
 DISAGREE = 0.05  # relative difference between engines that flags a transmission
@@ -384,10 +384,10 @@ def core_loads(config: Config, out: Outcome) -> list[str]:
             for ms in (out.default, out.optimized)]
     order = list(config.hosts)
     lines = ["", "CPU per IRQ core, default → optimized (hosts with several NICs): the "
-                 "transmissions it serves and the CPU shares of those that do not "
-                 "busy-poll summed (the core's load while they all run; 95 % or more: "
-                 "saturated), then how many busy-poll (each charged a whole core by the "
-                 "model, yielding to the others' work).", "",
+                 "transmissions it serves, the most the CPU shares of those that do not "
+                 "busy-poll add up to at one moment, how many busy-poll (the model "
+                 "charges each a whole core, though it yields to the others' work), and "
+                 "the share of their packets dropped.", "",
              "| host | core | default | optimized |", "|---|---|---|---|"]
     for host, core in sorted({key for cores, _ in arms for key in cores},
                              key=lambda key: (order.index(key[0]), key[1])):
@@ -401,10 +401,8 @@ def core_cell(rows: list[int], config: Config, metrics: Sequence[Metrics]) -> st
     """Transmissions `rows` of one core: their ids, then `core_load` ("—" if none)."""
     if not rows:
         return "—"
-    util, spins = core_load(metrics[i] for i in rows)
-    return (f"{', '.join(config.transmissions[i].id for i in rows)}: {100 * util:.3g} %"
-            f"{' (saturated)' if util >= SATURATED else ''}"
-            f"{f' + {spins} busy-polling' if spins else ''}")
+    load = core_load([metrics[i] for i in rows], [config.transmissions[i].start for i in rows])
+    return f"{', '.join(config.transmissions[i].id for i in rows)}: {load.describe()}"
 
 
 def write_summary(config: Config, out: Outcome, meta: dict[str, Any], directory: Path,

@@ -19,7 +19,7 @@ from nictune.model import (
     parse_setting,
 )
 from nictune.simulator import ENGINES, simulate
-from nictune.simulator.metrics import SATURATED, Metrics, core_load
+from nictune.simulator.metrics import Metrics, core_load
 from nictune.units import format_bitrate, format_duration
 
 DESCRIPTION = ("Simulate the receive path of each transmission under its default setting, or "
@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         json.dump({"results": [m.to_json() for m in results]}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(table(results) + shared_cores(config, transmissions, by_id))
+        sys.stdout.write(table(results)
+                         + shared_cores(config, transmissions, selected, by_id))
     return 0
 
 
@@ -99,25 +100,26 @@ def sharing_a_core(config: Config, transmissions: Sequence[Transmission],
 
 
 def shared_cores(config: Config, transmissions: Sequence[Transmission],
-                 by_id: Mapping[str, Metrics]) -> str:
-    """A line per IRQ core that takes several of `transmissions`: how many, their CPU
-    shares summed (`core_load`), and whether that saturates the core (`SATURATED`: each
-    share is of its own duration, so a saturated core sums to about 100 %, more where
-    they end at different times)."""
-    cores = config.by_core(transmissions, {t.id: by_id[t.id].setting for t in transmissions})
+                 selected: Sequence[Transmission], by_id: Mapping[str, Metrics]) -> str:
+    """A line per IRQ core that serves one of `selected` and several of `transmissions`
+    (a host's, simulated together): how many (and how many of them the table shows), and
+    `core_load`."""
+    shown = {t.id for t in selected}
+    start = {t.id: t.start for t in transmissions}
     lines = []
+    cores = config.by_core(transmissions, {t.id: by_id[t.id].setting for t in transmissions})
     for (host, core), ids in cores.items():
-        if len(ids) > 1:
-            util, spins = core_load(by_id[i] for i in ids)
-            lines.append(f"  {host} core {core}: {len(ids)} transmissions, {100 * util:.3g} %"
-                         + (f" + {spins} busy-polling" if spins else "")
-                         + (" — the core is saturated: they fall behind or drop"
-                            if util >= SATURATED else ""))
+        if len(ids) > 1 and shown.intersection(ids):
+            k = len(shown.intersection(ids))
+            load = core_load([by_id[i] for i in ids], [start[i] for i in ids])
+            lines.append(f"  {host} core {core}: {len(ids)} transmissions"
+                         + (f" ({k} shown)" if k < len(ids) else "")
+                         + f", {load.describe()}")
     if not lines:
         return ""
-    return ("IRQ cores taking several transmissions (the CPU shares of those that do not "
-            "busy-poll, summed; each busy-polling one is charged a whole core):\n"
-            + "\n".join(lines) + "\n")
+    return ("IRQ cores taking several transmissions (the most their CPU shares add up to "
+            "at one moment, busy-polling ones apart: the model charges each a whole core; "
+            "the packets they drop):\n" + "\n".join(lines) + "\n")
 
 
 def setting_for(config: Config, t: Transmission, overrides: dict[str, Any]) -> NicSetting:

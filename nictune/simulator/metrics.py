@@ -5,7 +5,7 @@ Both engines (`des`, `fast`) return `Metrics`; `to_json` gives exactly the contr
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,16 +65,32 @@ def ends_on_timeout(after_arrivals: float, timeout: float | None) -> bool:
     backlog draining)."""
     return bool(timeout) and timeout / 2.0 <= after_arrivals <= 1.5 * timeout
 
-# CPU shares of one core's transmissions summing to this or more: the core is saturated
-# (each share is of its own duration, so a saturated core sums to about 1, more where they
-# end at different times)
-SATURATED = 0.95
+@dataclass(frozen=True)
+class CoreLoad:
+    """What one IRQ core's transmissions ask of it (`core_load`)."""
+
+    peak: float  # the largest sum of CPU shares at one moment, busy-pollers left out
+    busy_polling: int  # how many busy-poll (the model charges each a whole core)
+    dropped: int
+    offered: int
+
+    def describe(self) -> str:
+        """E.g. `107 % + 2 busy-polling, 8.1 % dropped`."""
+        return (f"{100 * self.peak:.3g} %"
+                + (f" + {self.busy_polling} busy-polling" if self.busy_polling else "")
+                + (f", {100 * self.dropped / max(self.offered, 1):.2g} % dropped"
+                   if self.dropped else ""))
 
 
-def core_load(metrics: Iterable[Metrics]) -> tuple[float, int]:
-    """Transmissions of one core: the CPU shares of those that do not busy-poll, summed
-    (the core's load while they all run), and how many busy-poll (the model charges each
-    a whole core, though it yields to the others' work)."""
-    ms = list(metrics)
-    return (sum(m.cpu_util for m in ms if m.setting.mode != "busy_poll"),
-            sum(m.setting.mode == "busy_poll" for m in ms))
+def core_load(metrics: Sequence[Metrics], starts: Sequence[float]) -> CoreLoad:
+    """One core's transmissions, each running from its start for its duration: the
+    largest sum of the CPU shares of those running at one moment (a share is of its own
+    duration; busy-pollers, which the model charges a whole core though they yield to
+    the others' work, are counted apart), and their packets dropped and offered."""
+    spans = [(start, start + m.duration_s, m.cpu_util)
+             for m, start in zip(metrics, starts, strict=True)
+             if m.setting.mode != "busy_poll"]
+    peak = max((sum(u for a, b, u in spans if a <= x < b) for x, _, _ in spans), default=0.0)
+    return CoreLoad(peak, sum(m.setting.mode == "busy_poll" for m in metrics),
+                    sum(m.packets_dropped for m in metrics),
+                    sum(m.packets_offered for m in metrics))

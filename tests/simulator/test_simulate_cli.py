@@ -233,25 +233,52 @@ def test_windows_of_several_sizes_are_given_as_their_range(cfg, capsys):
         "~ simulated over the first 2837–1021231 (--json: window_packets) packets")
 
 
+def _one_core(tmp_path, **b: object) -> str:
+    """CONFIG with b on a's core 0, b's fields (and default setting) changed as given."""
+    raw = yaml.safe_load(yaml.safe_dump(CONFIG))
+    raw["transmissions"][1].update(b)
+    raw["transmissions"][1]["default"]["irq_core"] = 0
+    path = tmp_path / "one-core.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
+def _core_line(capsys, *argv: str) -> str:
+    assert main(["simulate", *argv, "--engine", "fast"]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if "h core 0" in x]
+    assert len(lines) == 1
+    return lines[0]
+
+
 def test_the_table_says_which_cores_take_several_transmissions(cfg, tmp_path, capsys):
-    """A line per IRQ core that takes several transmissions, with their CPU shares summed
-    (busy-polling ones counted apart), saying when that saturates the core; none while
+    """A line per IRQ core that takes several transmissions: the most their CPU shares
+    add up to at one moment (busy-pollers apart) and the packets they drop; none while
     each has a core of its own."""
     assert main(["simulate", cfg, "--engine", "fast"]) == 0
     assert "IRQ cores taking several" not in capsys.readouterr().out
-    for b_mode, rate in (({"mode": "passive_wait", "poll_interval": "1ms"}, "200kpps"),
-                         ({"mode": "passive_wait", "poll_interval": "1ms"}, "1500kpps"),
-                         ({"mode": "busy_poll"}, "200kpps")):
-        raw = yaml.safe_load(yaml.safe_dump(CONFIG))
-        raw["transmissions"][1].update(rate=rate, default={**b_mode, "irq_core": 0})
-        path = tmp_path / "one-core.yaml"
-        path.write_text(yaml.safe_dump(raw))
-        a, b = results(capsys, str(path), "--engine", "fast")
-        assert main(["simulate", str(path), "--engine", "fast"]) == 0
-        (line,) = [x for x in capsys.readouterr().out.splitlines() if "h core 0" in x]
-        spins = b_mode["mode"] == "busy_poll"
-        load = 100 * (a["cpu_util"] + (0 if spins else b["cpu_util"]))
-        assert line.startswith(f"  h core 0: 2 transmissions, {load:.3g} %"), line
-        assert ("+ 1 busy-polling" in line) == spins
-        assert ("the core is saturated" in line) == (load >= 95), line
-        assert (load >= 95) == (rate == "1500kpps")  # (1 000-byte packets: a core's worth)
+    passive = {"mode": "passive_wait", "poll_interval": "1ms"}
+    path = _one_core(tmp_path, default=passive)
+    a, b = results(capsys, path, "--engine", "fast")
+    line = _core_line(capsys, path)
+    assert line == f"  h core 0: 2 transmissions, {100 * (a['cpu_util'] + b['cpu_util']):.3g} %"
+    # one after the other they never load the core together: the larger share, not both
+    # (a review: 154 % "saturated" for two streams of 77 % a second apart)
+    path = _one_core(tmp_path, default=passive, start="1s")
+    a, b = results(capsys, path, "--engine", "fast")
+    assert a["duration_s"] < 1.0
+    line = _core_line(capsys, path)
+    assert line == f"  h core 0: 2 transmissions, {100 * max(a['cpu_util'], b['cpu_util']):.3g} %"
+    # a busy-poller apart; drops said as a share of the core's packets
+    path = _one_core(tmp_path, default={"mode": "busy_poll"})
+    a, b = results(capsys, path, "--engine", "fast")
+    assert _core_line(capsys, path) == (f"  h core 0: 2 transmissions, "
+                                        f"{100 * a['cpu_util']:.3g} % + 1 busy-polling")
+    path = _one_core(tmp_path, default=passive, rate="1500kpps")
+    a, b = results(capsys, path, "--engine", "fast")
+    dropped = a["packets_dropped"] + b["packets_dropped"]
+    assert dropped > 0
+    offered = a["packets_offered"] + b["packets_offered"]
+    assert _core_line(capsys, path).endswith(f", {100 * dropped / offered:.2g} % dropped")
+    # only cores serving a transmission asked for, saying how many of theirs are shown
+    assert _core_line(capsys, path, "--transmission", "a").startswith(
+        "  h core 0: 2 transmissions (1 shown), ")
