@@ -372,8 +372,8 @@ def costs(config: Config, out: Outcome) -> list[str]:
 
 
 def core_loads(config: Config, out: Outcome) -> list[str]:
-    """Where a host has several NICs: per IRQ core, the transmissions it serves and their
-    CPU shares summed, default → optimized (the core's load while they all run)."""
+    """Where a host has several NICs: per IRQ core, default → optimized, the
+    transmissions it serves and their `core_load` (grouped by the simulated settings)."""
     several = {h for h in config.hosts
                if sum(1 for n in config.nics.values() if n.host == h) > 1}
     ts = [t for t in config.transmissions if config.nic_of(t).host in several]

@@ -32,17 +32,17 @@ def default_rings(search: Search, genes: list[float]) -> list[float]:
     order, the k-th NICs of all hosts in one evaluation, each round compared with `genes`
     itself (so the rounds cannot add up past those bounds)."""
     enc = search.encoding
-    was = {k: v[0] for k, v in search.evaluate(np.array([genes])).items()}
+    was = {key: v[0] for key, v in search.evaluate(np.array([genes])).items()}
     out = np.array(genes, dtype=float)
     order = [[i for i, s in enumerate(enc.spaces) if s.host == h] for h in enc.hosts]
+    thr = "throughput_bps"
     for k in range(max(map(len, order))):
         snapped = out.copy()
         for nics in order:
             if k < len(nics):
                 _default_ring(enc.spaces[nics[k]], snapped, nics[k])
-        now = {k: v[0] for k, v in search.evaluate(snapped[None, :]).items()}
+        now = {key: v[0] for key, v in search.evaluate(snapped[None, :]).items()}
         for gcols, tcols in zip(enc.host_genes, enc.host_transmissions, strict=True):
-            thr = "throughput_bps"
             if np.all(now[thr][tcols] >= was[thr][tcols] * (1.0 - NOISE)) and all(
                     np.allclose(now[key][tcols], was[key][tcols], rtol=TIE, atol=0.0)
                     for key in SAME if key in now):
