@@ -11,7 +11,7 @@ import csv
 import datetime as _dt
 import importlib.metadata as md
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -406,9 +406,12 @@ def core_cell(rows: list[int], config: Config, metrics: Sequence[Metrics]) -> st
 
 
 def write_summary(config: Config, out: Outcome, meta: dict[str, Any], directory: Path,
-                  searched: Sequence[float]) -> str:
-    """summary.md (also printed): the run, the search's own figures for the plan, the
-    table. `searched`: the plan's ratios as the search judged them (`plan_values`)."""
+                  searched: Sequence[float],
+                  others: Mapping[str, tuple[Sequence[float], int]]) -> str:
+    """summary.md (also printed): the run, the search's own figures for the plan and for
+    the other preferences' picks, the table. `searched`: the plan's ratios as the search
+    judged them (`plan_values`); `others`: per other preference, its pick's ratios and
+    how many transmissions it busy-polls (`alternatives`)."""
     label = "DES-verified" if meta["verify"] != "none" else "fast engine only"
     replaced = sum(any(f.startswith("des_guard:") for f in fl) for fl in out.flags)
     text = "\n".join([
@@ -424,10 +427,23 @@ def write_summary(config: Config, out: Outcome, meta: dict[str, Any], directory:
         f"engine; the table below has each transmission's own figures ({label}) and their "
         f"arithmetic mean" + (f"; the DES check replaced the pick for {replaced} of them "
                               f"(des_guard, below), so the table's plan differs there"
-                              if replaced else ""), "",
-        table(config, out, label), ""])
+                              if replaced else ""),
+        "- the other preferences' picks as the search judged them (`--resume DIR --prefer "
+        "P` re-picks without searching again): " + "; ".join(
+            f"{p}: throughput {100 * (v[0] - 1):+.3f} %, interrupts ×{v[1]:.3g}, CPU "
+            f"×{v[2]:.3g}, {spins or 'none'} busy-polled" for p, (v, spins) in others.items()),
+        "", table(config, out, label), ""])
     (directory / "summary.md").write_text(text)
     return text
+
+
+def alternatives(search: Search, prefer: str) -> dict[str, tuple[list[float], int]]:
+    """Per preference other than `prefer`: its pick's ratios as the search judged them
+    and how many transmissions it busy-polls."""
+    enc = search.encoding
+    return {p: (search.plan_values(p).tolist(),
+                sum(s.mode == "busy_poll" for s in enc.settings(search.composite(p))))
+            for p in PREFERENCES if p != prefer}
 
 
 def json_document(plan_path: Path, out: Outcome, config: Config,
@@ -453,7 +469,8 @@ def write_all(search: Search, prefer: str, verify: str, started: float,
         write_csvs(search, directory)
         write_plots(search, prefer, directory)
         summary = write_summary(search.config, out, meta, directory,
-                                search.plan_values(prefer).tolist())
+                                search.plan_values(prefer).tolist(),
+                                alternatives(search, prefer))
         # the plan last and whole: a plan.yaml is there only once its reports are
         save_plan(build_plan(search.config, out, meta, search.options.seed), path)
     except OSError as exc:

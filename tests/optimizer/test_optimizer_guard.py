@@ -16,7 +16,7 @@ from nictune.optimizer.archive import HostArchive
 from nictune.optimizer.checkpoint import Options
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
-from nictune.optimizer.export import outcome, table, write_summary
+from nictune.optimizer.export import alternatives, outcome, table, write_summary
 from nictune.optimizer.guard import guard, ranked, worse_than_default
 from nictune.optimizer.rings import default_rings
 from nictune.optimizer.search import Search
@@ -139,9 +139,18 @@ def test_the_verified_plan_carries_the_guard(search: Search, tmp_path: Path) -> 
     text = write_summary(search.config, out, {
         "prefer": "throughput", "engine": "fast", "verify": "des", "population": 8,
         "generations": 1, "evaluations": 8, "wall_s": 1.0}, tmp_path,
-        search.plan_values("throughput").tolist())
+        search.plan_values("throughput").tolist(), alternatives(search, "throughput"))
     header = next(line for line in text.splitlines() if "search's pick" in line)
     assert "the DES check replaced the pick for 1 of them (des_guard, below)" in header, header
+    # the other preferences' picks, with how many transmissions each busy-polls
+    others = next(line for line in text.splitlines() if "other preferences' picks" in line)
+    for p in ("interrupts", "balanced"):
+        v = search.plan_values(p)
+        spins = sum(s.mode == "busy_poll" for s in search.encoding.settings(
+            search.composite(p)))
+        assert (f"{p}: throughput {100 * (v[0] - 1):+.3f} %, interrupts ×{v[1]:.3g}, CPU "
+                f"×{v[2]:.3g}, {spins or 'none'} busy-polled") in others, others
+    assert "throughput:" not in others
 
 
 def test_a_note_shared_by_transmissions_is_listed_once(search: Search) -> None:
