@@ -200,6 +200,13 @@ class Config:
         PF_RING's."""
         return t.default if t.default is not None else pfring_default(self.nic_of(t))
 
+    def several_nics(self) -> set[str]:
+        """The hosts where more than one NIC receives a transmission: there NICs can share
+        an IRQ core, so the core and the consumer's placement are part of a setting."""
+        nics = {t.nic for t in self.transmissions}
+        hosts = [self.nics[n].host for n in nics]
+        return {h for h in hosts if hosts.count(h) > 1}
+
     def by_core(self, transmissions: Iterable[Transmission],
                 settings: Mapping[str, NicSetting]) -> dict[tuple[str, int], list[str]]:
         """The ids of `transmissions` per (host, IRQ core) under `settings` (id ->

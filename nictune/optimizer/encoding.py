@@ -157,17 +157,14 @@ class Encoding:
         first: dict[str, NicSetting] = {}
         for t in self.transmissions:
             first.setdefault(t.nic, config.default_setting(t))
-        per_host: dict[str, int] = {}
-        for nic in first:
-            host = config.nics[nic].host
-            per_host[host] = per_host.get(host, 0) + 1
+        several = config.several_nics()
         self.spaces: list[NicSpace] = []
         for name, default in first.items():
             nic = config.nics[name]
             self.spaces.append(NicSpace(
                 nic=name, host=nic.host, default=default,
                 rings=_rings(nic.min_ring_slots, nic.max_ring_slots, default.ring_slots),
-                cores=config.hosts[nic.host].cores, shared=per_host[nic.host] > 1,
+                cores=config.hosts[nic.host].cores, shared=nic.host in several,
                 poll=LogRange.around(POLL_RANGE, default.poll_interval),
                 timeout=LogRange.around(TIMEOUT_RANGE, default.watermark_timeout)))
         self.nic_index = {s.nic: i for i, s in enumerate(self.spaces)}

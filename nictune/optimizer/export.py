@@ -294,8 +294,7 @@ NAMED = 8  # ... the worst this many by name, then how many more
 
 def _setting(config: Config, nic: str, s: NicSetting) -> str:
     """`describe()`, plus IRQ core and placement where the host has several NICs."""
-    host = config.nics[nic].host
-    shared = sum(1 for n in config.nics.values() if n.host == host) > 1
+    shared = config.nics[nic].host in config.several_nics()
     return s.describe() + (f" core={s.irq_core} {s.placement}" if shared else "")
 
 
@@ -374,8 +373,7 @@ def costs(config: Config, out: Outcome) -> list[str]:
 def core_loads(config: Config, out: Outcome) -> list[str]:
     """Where a host has several NICs: per IRQ core, default → optimized, the
     transmissions it serves and their `core_load` (grouped by the simulated settings)."""
-    several = {h for h in config.hosts
-               if sum(1 for n in config.nics.values() if n.host == h) > 1}
+    several = config.several_nics()
     ts = [t for t in config.transmissions if config.nic_of(t).host in several]
     if not ts:
         return []

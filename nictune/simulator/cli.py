@@ -109,8 +109,8 @@ def shared_cores(config: Config, transmissions: Sequence[Transmission],
     lines = []
     cores = config.by_core(transmissions, {t.id: by_id[t.id].setting for t in transmissions})
     for (host, core), ids in cores.items():
-        if len(ids) > 1 and shown.intersection(ids):
-            k = len(shown.intersection(ids))
+        k = len(shown.intersection(ids))
+        if len(ids) > 1 and k:
             load = core_load([by_id[i] for i in ids], [start[i] for i in ids])
             lines.append(f"  {host} core {core}: {len(ids)} transmissions"
                          + (f" ({k} shown)" if k < len(ids) else "")

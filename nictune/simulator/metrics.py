@@ -65,6 +65,7 @@ def ends_on_timeout(after_arrivals: float, timeout: float | None) -> bool:
     backlog draining)."""
     return bool(timeout) and timeout / 2.0 <= after_arrivals <= 1.5 * timeout
 
+
 @dataclass(frozen=True)
 class CoreLoad:
     """What one IRQ core's transmissions ask of it (`core_load`)."""

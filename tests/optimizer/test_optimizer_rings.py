@@ -14,7 +14,7 @@ from nictune.optimizer.checkpoint import Options
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.objectives import NOISE, TIE
-from nictune.optimizer.rings import SAME, default_rings
+from nictune.optimizer.rings import SAME, _default_ring, default_rings
 from nictune.optimizer.search import Search
 
 # two hosts, one NIC each, default rings of 256 slots; 10 000 packets/s for 2 s
@@ -47,10 +47,10 @@ def test_a_ring_the_model_has_no_use_for_goes_back_to_its_default(tmp_path: Path
         quick = NicSetting("passive_wait", poll_interval=1e-3, ring_slots=small_or_large)
         slow = NicSetting("passive_wait", poll_interval=50e-3, ring_slots=1024)
         genes = [*enc.spaces[0].encode(quick), *enc.spaces[1].encode(slow)]
-        settings = enc.settings(default_rings(search, genes))
-        assert settings == [replace(quick, ring_slots=256), slow]
+        snapped = default_rings(search, genes)
+        assert enc.settings(snapped) == [replace(quick, ring_slots=256), slow]
         before, after = (search.evaluate.run([enc.settings(g)], "fast")[0]
-                         for g in (genes, default_rings(search, genes)))
+                         for g in (genes, snapped))
         assert [m.throughput_bps for m in before] == [m.throughput_bps for m in after]
         assert after[1].packets_dropped == 0  # (what 256 slots would lose:)
     (lossy,) = search.evaluate.run([[slow, replace(slow, ring_slots=256)]], "fast")
@@ -59,12 +59,15 @@ def test_a_ring_the_model_has_no_use_for_goes_back_to_its_default(tmp_path: Path
 
 def test_a_watermark_above_half_the_default_ring_keeps_its_ring(tmp_path: Path) -> None:
     """A watermark of 512 needs a ring of 1 024 or more: the default's 256 cannot hold
-    it, so the ring is left as the search chose it."""
-    search = _search(tmp_path)
-    enc = search.encoding
-    mark = NicSetting("watermark", watermark=512, watermark_timeout=0.1, ring_slots=1024)
-    genes = [*enc.spaces[0].encode(mark), *enc.default_genes()[7:]]
-    assert enc.settings(default_rings(search, genes))[0] == mark
+    it, so the ring is not even tried (encoded with 256 slots the watermark would read
+    128); one of 64 fits and keeps its value."""
+    space = _search(tmp_path).encoding.spaces[0]
+    for mark, ring in ((512, 1024), (64, 256)):
+        setting = NicSetting("watermark", watermark=mark, watermark_timeout=0.1,
+                             ring_slots=1024)
+        genes = np.array(space.encode(setting))
+        _default_ring(space, genes, 0)
+        assert space.decode(genes) == replace(setting, ring_slots=ring)
 
 
 def test_rings_put_back_never_move_a_prediction_past_the_tie() -> None:
