@@ -14,7 +14,7 @@ the long DES (added in the twenty-fourth session; fast.md, "What changed in the
 twenty-fourth session").
 
 Run: `python benchmarks/fidelity_long.py [--seeds 0 1 2 3 4 5 20 ... 29] [--scale 10]
-[--workers 2] [--json PATH]` (about 40 s for the 200 rows of the developed-against
+[--workers 2] [--json PATH]` (40–70 s for the 200 rows of the developed-against
 grids).
 """
 
@@ -87,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=out_file, help="write every row here")
     args = parser.parse_args(argv)
     jobs = [(s, c, float(args.scale)) for s in args.seeds for c in near_saturation(s)]
+    if not jobs:
+        parser.error(f"--seeds {' '.join(map(str, args.seeds))}: no single-host Poisson "
+                     f"passive_wait case at {LOAD[0]} < λw < {LOAD[1]} in those grids")
     start = time.perf_counter()
     with multiprocessing.Pool(args.workers) as pool:
         rows = pool.map(row, jobs, chunksize=2)
