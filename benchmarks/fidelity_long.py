@@ -1,21 +1,22 @@
-"""Poisson passive_wait near saturation: the fast engine against a DES ten times as long.
+"""Batched consumers near saturation: the fast engine against a DES ten times as long.
 
-Near saturation a passive_wait consumer's wake-ups hang on rare long drains, and one DES
-run of a grid case's 30 000 packets is one sample of them: scaled up, it is more than 5 %
-from a run of ten times the packets on 44 of the 200 rows here (some of them consumers
-that wake a few times whatever the size, which do not scale; and the grids all draw their
-single-host arrivals from one Poisson stream, whose realised rate is 0.82 % above λ — at
-λw = 0.95 that alone is 15 % of 1 − λw). `fidelity.py` holds the fast engine to that sample; this
-holds it to the mean. It takes the single-host cases of `random_cases` whose transmission
-is Poisson, passive_wait and at 0.35 < λw < 1 (the binned chain's and the renewal's
-ground, docs/engines.md), scales every size by `--scale`, runs both engines on that and
-prints the wake-up errors of the fast engine, and of the grid's own DES scaled up, against
-the long DES (added in the twenty-fourth session; fast.md, "What changed in the
+Near saturation a passive_wait or watermark consumer's wake-ups hang on rare long drains,
+and one DES run of a grid case's 30 000 packets is one sample of them: scaled up, it is
+more than 5 % from a run of ten times the packets on 44 of the 200 passive_wait rows here
+(some of them consumers that wake a few times whatever the size, which do not scale; and
+the grids all draw their single-host arrivals from one Poisson stream, whose realised
+rate is 0.82 % above λ — at λw = 0.95 that alone is 15 % of 1 − λw). `fidelity.py` holds
+the fast engine to that sample; this holds it to the mean. It takes the single-host cases
+of `random_cases` whose transmission is Poisson, passive_wait or watermark, at
+0.35 < λw < 1 (for passive_wait the binned chain's and the renewal's ground,
+docs/engines.md), scales every size by `--scale`, runs both engines on that and prints
+the wake-up errors of the fast engine, and of the grid's own DES scaled up, against the
+long DES, per mode (added in the twenty-fourth session; fast.md, "What changed in the
 twenty-fourth session").
 
 Run: `python benchmarks/fidelity_long.py [--seeds 0 1 2 3 4 5 20 ... 29] [--scale 10]
-[--workers 2] [--json PATH]` (40–70 s for the 200 rows of the developed-against
-grids).
+[--workers 2] [--json PATH]` (1–2 minutes for the 200 passive_wait and 199 watermark rows
+of the developed-against grids).
 """
 
 from __future__ import annotations
@@ -35,17 +36,19 @@ from nictune.simulator import simulate
 from nictune.simulator.fidelity import Case, random_cases
 
 LOAD = (0.35, 1.0)  # λw of the rows taken (per_packet + per_byte · size, placement aside)
+MODES = ("passive_wait", "watermark")
 
 
 def near_saturation(seed: int) -> list[Case]:
-    """The single-host Poisson passive_wait cases of grid `seed` with λw in LOAD."""
+    """The single-host Poisson passive_wait and watermark cases of grid `seed` with λw in
+    LOAD."""
     out = []
     for case in random_cases(500, seed=seed, packets=30_000):
         t = case.raw["transmissions"][0]
         costs = case.raw["hosts"]["h"]["costs"]
         load = t["rate"] * (costs["per_packet"] + costs["per_byte"] * t["packet_size"])
         if (case.kind == "single" and t["arrival"] == "poisson"
-                and case.settings[t["id"]]["mode"] == "passive_wait"
+                and case.settings[t["id"]]["mode"] in MODES
                 and LOAD[0] < load < LOAD[1]):
             out.append(case)
     return out
@@ -69,7 +72,7 @@ def row(job: tuple[int, Case, float]) -> dict[str, Any]:
         config = c.config()
         wakes[key] = simulate(config, c.nic_settings(config), engine=engine,
                               exact=True)[0].interrupts
-    return {"grid": seed, "case": case.name, **wakes,
+    return {"grid": seed, "case": case.name, "mode": case.settings["t0"]["mode"], **wakes,
             "des_grid_scaled": wakes["des_grid"] * factor}
 
 
@@ -89,25 +92,29 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(s, c, float(args.scale)) for s in args.seeds for c in near_saturation(s)]
     if not jobs:
         parser.error(f"--seeds {' '.join(map(str, args.seeds))}: no single-host Poisson "
-                     f"passive_wait case at {LOAD[0]} < λw < {LOAD[1]} in those grids")
+                     f"passive_wait or watermark case at {LOAD[0]} < λw < {LOAD[1]} in those grids")
     start = time.perf_counter()
     with multiprocessing.Pool(args.workers) as pool:
         rows = pool.map(row, jobs, chunksize=2)
-    print(f"{len(rows)} single-host Poisson passive_wait rows at {LOAD[0]} < λw < {LOAD[1]} "
-          f"of grids {' '.join(map(str, args.seeds))}; the long DES {args.scale}× their "
-          f"packets; {time.perf_counter() - start:.0f} s with {args.workers} workers\n")
-    print("| wake-ups against the long DES | median | p95 | max | rows above 5 % |")
-    print("|---|---|---|---|---|")
-    for key, label in (("fast_long", "fast engine"),
-                       ("des_grid_scaled", "the grid's DES (30 000 packets), scaled")):
-        e = errors(rows, key)
-        print(f"| {label} | {np.median(e):.2%} | {np.percentile(e, 95):.2%} | {e.max():.2%} "
-              f"| {int((e > 0.05).sum())} of {e.size} |")
+    print(f"{len(rows)} single-host Poisson passive_wait and watermark rows at {LOAD[0]} < λw "
+          f"< {LOAD[1]} of grids {' '.join(map(str, args.seeds))}; the long DES "
+          f"{args.scale}× their packets; {time.perf_counter() - start:.0f} s with "
+          f"{args.workers} workers\n")
+    print("| wake-ups against the long DES | rows | median | p95 | max | rows above 5 % |")
+    print("|---|---|---|---|---|---|")
+    for mode in MODES:
+        part = [r for r in rows if r["mode"] == mode]
+        for key, label in (("fast_long", "fast engine"),
+                           ("des_grid_scaled", "the grid's DES (30 000 packets), scaled")):
+            e = errors(part, key)
+            if e.size:
+                print(f"| {mode}: {label} | {e.size} | {np.median(e):.2%} | "
+                      f"{np.percentile(e, 95):.2%} | {e.max():.2%} | {int((e > 0.05).sum())} |")
     e = errors(rows, "fast_long")
     print("\nworst for the fast engine:")
     for i in np.argsort(-e)[:8]:
         r = rows[i]
-        print(f"- grid {r['grid']}, {r['case']}: long DES {r['des_long']:.0f}, fast "
+        print(f"- grid {r['grid']}, {r['case']} ({r['mode']}): long DES {r['des_long']:.0f}, fast "
               f"{r['fast_long']:.0f} ({e[i]:.1%}), the grid's DES ×{args.scale} "
               f"{r['des_grid_scaled']:.0f}")
     if args.json:
