@@ -33,7 +33,7 @@ from nictune.optimizer.checkpoint import Options
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.objectives import fragile, pick, ratios, violations
-from nictune.optimizer.rings import default_rings
+from nictune.optimizer.rings import first_choice
 from nictune.optimizer.search import Search
 from nictune.simulator.fast import SettingBatch, evaluate_batch
 
@@ -97,7 +97,7 @@ def bench_grid(seed: int = 0) -> dict[str, Any]:
     search = Search(config, Options(seed=seed), Evaluator(config, enc, "fast", seed, 200_000))
     search.run()
     ga_s = time.perf_counter() - started
-    chosen = enc.settings(default_rings(search, search.composite("throughput")))
+    chosen = enc.settings(first_choice(search, "throughput"))
     defaults = enc.settings(enc.default_genes())
     _, _, ga_thr, ga_int = score(config, [defaults, chosen])
     space = enc.spaces[0]  # every paper-47 NIC has the same limits and default

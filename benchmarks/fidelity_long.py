@@ -33,9 +33,9 @@ from fidelity import DEVELOPED
 
 from nictune.argtypes import count, out_file
 from nictune.simulator import simulate
-from nictune.simulator.fidelity import Case, random_cases
+from nictune.simulator.fidelity import Case, packet_load, random_cases
 
-LOAD = (0.35, 1.0)  # λw of the rows taken (per_packet + per_byte · size, placement aside)
+LOAD = (0.35, 1.0)  # λw of the rows taken (`packet_load`: at the same-core cost)
 MODES = ("passive_wait", "watermark")
 
 
@@ -45,11 +45,9 @@ def near_saturation(seed: int) -> list[Case]:
     out = []
     for case in random_cases(500, seed=seed, packets=30_000):
         t = case.raw["transmissions"][0]
-        costs = case.raw["hosts"]["h"]["costs"]
-        load = t["rate"] * (costs["per_packet"] + costs["per_byte"] * t["packet_size"])
         if (case.kind == "single" and t["arrival"] == "poisson"
                 and case.settings[t["id"]]["mode"] in MODES
-                and LOAD[0] < load < LOAD[1]):
+                and LOAD[0] < packet_load(case) < LOAD[1]):
             out.append(case)
     return out
 

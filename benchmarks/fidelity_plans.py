@@ -28,7 +28,7 @@ from nictune.optimizer.checkpoint import Options
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.export import outcome
-from nictune.optimizer.rings import default_rings
+from nictune.optimizer.rings import first_choice
 from nictune.optimizer.search import Search
 from nictune.simulator.fidelity import Case, nic_pair_cases, random_cases
 
@@ -51,7 +51,7 @@ def run_case(job: tuple[Case, int, int]) -> list[dict[str, Any]]:
     search.run()
     out = outcome(search, PREFER, "des")
     (first,) = search.evaluate.run(
-        [enc.settings(default_rings(search, search.composite(PREFER)))], "des")
+        [enc.settings(first_choice(search, PREFER))], "des")
     rows = []
     for h, cols in enumerate(enc.host_transmissions):
         notes = [f for f in out.flags[cols[0]] if f.startswith("des_guard")]

@@ -30,7 +30,7 @@ from nictune.optimizer.checkpoint import Options
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.objectives import INTERRUPT_FLOOR
-from nictune.optimizer.rings import default_rings
+from nictune.optimizer.rings import first_choice
 from nictune.optimizer.search import Search
 from nictune.simulator import simulate
 
@@ -53,7 +53,7 @@ def setting_sets(config: Config, seeds: int) -> list[tuple[str, dict[str, NicSet
                                                                200_000))
         search.run()
         for prefer in PREFERENCES:
-            chosen = enc.settings(default_rings(search, search.composite(prefer)))
+            chosen = enc.settings(first_choice(search, prefer))
             out.append((f"plan, seed {seed}, {prefer}",
                         {t.id: s for t, s in zip(config.transmissions, chosen, strict=True)}))
     return out

@@ -23,7 +23,7 @@ from nictune.errors import RunError
 from nictune.model import Config, NicSetting
 from nictune.optimizer.guard import guard
 from nictune.optimizer.objectives import INTERRUPT_FLOOR, OBJECTIVES, PREFERENCES, dominated
-from nictune.optimizer.rings import default_rings
+from nictune.optimizer.rings import first_choice
 from nictune.optimizer.search import Search
 from nictune.plan import Plan, PlanEntry, save_plan
 from nictune.simulator.des import after_arrivals
@@ -67,7 +67,7 @@ def outcome(search: Search, prefer: str, verify: str) -> Outcome:
     takes the next candidate the DES accepts, or the default (`guard.py`)."""
     enc, ev = search.encoding, search.evaluate
     defaults = enc.settings(enc.default_genes())
-    first = enc.settings(default_rings(search, search.composite(prefer)))
+    first = enc.settings(first_choice(search, prefer))
     if verify == "none":
         fast_d, fast_o = ev.run([defaults, first], "fast")
         return Outcome(first, defaults, fast_d, fast_o, [[] for _ in first], fast_d, fast_o)
@@ -201,7 +201,7 @@ def write_csvs(search: Search, directory: Path) -> None:
         w.writerow(["kind", *names, "settings"])
         for prefer in PREFERENCES:
             w.writerow([f"plan:{prefer}", *search.plan_values(prefer).tolist(),
-                        _describe(search, default_rings(search, search.composite(prefer)))])
+                        _describe(search, first_choice(search, prefer))])
         for i in sorted(front.tolist(), key=lambda i: -values[i, 0]):
             w.writerow(["front", *values[i].tolist(), _describe(search, s.population[i])])
     with (directory / "logbook.csv").open("w", newline="") as f:
@@ -377,9 +377,10 @@ def core_loads(config: Config, out: Outcome) -> list[str]:
     ts = [t for t in config.transmissions if config.nic_of(t).host in several]
     if not ts:
         return []
-    index = {t.id: i for i, t in enumerate(config.transmissions)}
-    arms = [(config.by_core(ts, {t.id: ms[index[t.id]].setting for t in ts}), ms)
-            for ms in (out.default, out.optimized)]
+    arms = []
+    for ms in (out.default, out.optimized):
+        by_id = {m.transmission: m for m in ms}
+        arms.append((config.by_core(ts, {t.id: by_id[t.id].setting for t in ts}), by_id))
     order = list(config.hosts)
     lines = ["", "CPU per IRQ core, default → optimized (hosts with several NICs): the "
                  "transmissions it serves, the most the CPU shares of those that do not "
@@ -389,18 +390,18 @@ def core_loads(config: Config, out: Outcome) -> list[str]:
              "| host | core | default | optimized |", "|---|---|---|---|"]
     for host, core in sorted({key for cores, _ in arms for key in cores},
                              key=lambda key: (order.index(key[0]), key[1])):
-        cells = [core_cell([index[i] for i in cores.get((host, core), [])], config, m)
-                 for cores, m in arms]
+        cells = [core_cell(cores.get((host, core), []), config, by_id)
+                 for cores, by_id in arms]
         lines.append(f"| {host} | {core} | {cells[0]} | {cells[1]} |")
     return lines
 
 
-def core_cell(rows: list[int], config: Config, metrics: Sequence[Metrics]) -> str:
-    """Transmissions `rows` of one core: their ids, then `core_load` ("—" if none)."""
-    if not rows:
+def core_cell(ids: list[str], config: Config, by_id: Mapping[str, Metrics]) -> str:
+    """Transmissions `ids` of one core: the ids, then `core_load` ("—" if none)."""
+    if not ids:
         return "—"
-    load = core_load([metrics[i] for i in rows], [config.transmissions[i].start for i in rows])
-    return f"{', '.join(config.transmissions[i].id for i in rows)}: {load.describe()}"
+    load = core_load([by_id[i] for i in ids], [config.transmission(i).start for i in ids])
+    return f"{', '.join(ids)}: {load.describe()}"
 
 
 def write_summary(config: Config, out: Outcome, meta: dict[str, Any], directory: Path,

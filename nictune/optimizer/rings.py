@@ -25,6 +25,12 @@ SAME = ("throughput_bps", "interrupts", "cpu_busy_s", "latency_p99_s", "packets_
         "packets_stranded", "energy_j")
 
 
+def first_choice(search: Search, prefer: str) -> list[float]:
+    """The genes of the search's pick for `prefer` before the DES check (`guard.py`): its
+    composite (`Search.composite`) with the rings it has no use for at their defaults."""
+    return default_rings(search, search.composite(prefer))
+
+
 def default_rings(search: Search, genes: list[float]) -> list[float]:
     """`genes` with each NIC's ring at its default size where the search's engine
     predicts the same for every transmission of its host as with `genes` — throughput no
