@@ -81,7 +81,7 @@ class Consumer:
     """One transmission's ring, consumer state and counters (window of `n` packets)."""
 
     def __init__(self, setting: NicSetting, arrivals: np.ndarray, w: float, irq: float,
-                 poll_check: float, backlog: int):
+                 poll_check: float, backlog: int, timer_phase: float | None = None):
         self.setting, self.mode = setting, setting.mode
         self.active, self.busy = self.mode == "active_wait", self.mode == "busy_poll"
         self.A, self.n, self.w, self.Ti, self.Tc = arrivals, len(arrivals), w, irq, poll_check
@@ -91,6 +91,7 @@ class Consumer:
         self.T = setting.poll_interval or 0.0
         self.W = setting.watermark or 0
         self.tau = setting.watermark_timeout or 0.0
+        self.phase = timer_phase  # a free-running timeout: ticks at (phase + k)·tau
         self.nxt = 0  # next arrival not yet admitted or dropped
         self.acc = np.empty(self.n, dtype=np.int64)  # accepted packets, in order
         self.n_acc = self.n_taken = 0  # ring = acc[n_taken:n_acc]
@@ -140,6 +141,14 @@ class Consumer:
 
     def tick(self, k: int) -> float:
         return self.AL[0] + k * self.T
+
+    def deadline(self, first: float) -> float:
+        """When the watermark timeout ends a batch whose first packet came at `first`:
+        `tau` after it (PF_RING), or with a free-running timer (`phase`: Linux 6.18's
+        TPACKET_V3 block timer) at its first tick from then on."""
+        if self.phase is None:
+            return first + self.tau
+        return (math.ceil(first / self.tau - self.phase) + self.phase) * self.tau
 
 
 class Core:
@@ -438,7 +447,7 @@ class Core:
         elif c.W <= c.R and c.nxt + c.W - q - 1 < c.n:  # a ring of R never holds more
             wake = c.AL[c.nxt + c.W - q - 1]
         if c.tau > 0:
-            wake = min(wake, max(x, first + c.tau))
+            wake = min(wake, max(x, c.deadline(first)))
         if wake == INF:
             c.state = DONE  # below the watermark with no timeout: stranded
             return
@@ -635,15 +644,16 @@ def run_core(consumers: Sequence[Consumer], vectorised: bool = True,
 
 
 def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 0,
-             exact: bool = False, window: int = 200_000, vectorised: bool = True
-             ) -> list[Metrics]:
+             exact: bool = False, window: int = 200_000, vectorised: bool = True,
+             timer_phase: float | None = None) -> list[Metrics]:
     """One `Metrics` per transmission in `settings` (in that order).
 
     Transmissions of one host are simulated together: those on the same IRQ core in one
     SimPy environment; the memory bus couples a host's cores through w. Unless `exact`,
     each core's transmissions are shortened by one factor (`window_fraction`: about
     `window` packets each, at least 100 wake-ups) and the totals scaled (`_metrics`,
-    `extrapolated`)."""
+    `extrapolated`). `timer_phase` in [0, 1): watermark timeouts run freely instead,
+    ticking at (timer_phase + k)·timeout from time 0 (`Consumer.deadline`)."""
     if window < 1:
         raise InputError(f"window must be at least 1 packet, got {window}")
     transmissions = config.select(list(settings))
@@ -673,7 +683,8 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
             consumers = [Consumer(settings[t.id], a, work_per_packet(
                 config, t, settings[t.id].placement, memory[t.id]),
                 config.host_of(t).costs.irq, config.host_of(t).costs.poll_check,
-                config.host_of(t).backlog_slots) for t, a in zip(group, arrivals, strict=True)]
+                config.host_of(t).backlog_slots, timer_phase)
+                for t, a in zip(group, arrivals, strict=True)]
             run_core(consumers, vectorised, mark_last=fraction < 1)
             wider = min(1.0, fraction * 4)
             if wider >= EXACT_SHARE:  # (a window that long costs as much as every packet)

@@ -115,6 +115,20 @@ def test_watermark_timeout_flushes_the_tail():
     assert m.interrupts == 10_500 / 21 and m.packets_delivered == 10_500
 
 
+
+def test_a_free_running_timeout_wakes_at_its_ticks():
+    """Linux 6.18's TPACKET_V3 block timer: a batch ends at the timer's next tick, not τ
+    after its first packet. W = 1 000 never fills at 10 kpps in 20 ms; ticks at
+    (0.27 + k)·20 ms wake the consumer from 5.4 ms to 1 005.4 ms, the first tick after the
+    last packet (1 004.9 ms), which is when the last batch of ~193 packets starts."""
+    cfg = config(packets=10_050, rate="10kpps", arrival="cbr")
+    s = NicSetting("watermark", watermark=1000, watermark_timeout=20e-3)
+    m = des.simulate(cfg, {"t0": s}, exact=True, timer_phase=0.27)[0]
+    assert m.interrupts == 51 and m.packets_delivered == 10_050
+    assert 1005.4e-3 + IRQ + 190 * 0.85e-6 < m.duration_s < 1005.4e-3 + IRQ + 196 * 0.85e-6
+    pfring = des.simulate(cfg, {"t0": s}, exact=True)[0]  # τ after each batch's first
+    assert pfring.interrupts == 50 and pfring.duration_s > m.duration_s + 4e-3
+
 def test_busy_poll_has_no_interrupts_and_a_busy_core():
     m = run(SETTINGS["busy_poll"], packets=20_000, rate="100kpps")
     assert m.interrupts == 0 and m.empty_wakeups == 0
