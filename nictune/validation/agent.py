@@ -38,6 +38,7 @@ import json
 import math
 import mmap
 import os
+import re
 import resource
 import select
 import socket
@@ -68,6 +69,18 @@ V3_NETOFF = 96  # TPACKET_ALIGN(TPACKET3_HDRLEN (68) + 16): where the IP header 
 V2_NETOFF = 80  # TPACKET_ALIGN(TPACKET2_HDRLEN (52) + 16)
 MAX_TOV_MS = 0xFFFF  # the kernel keeps the block timeout in an unsigned short
 COUNTER_FILES = ("/proc/interrupts", "/proc/softirqs", "/proc/stat", "/proc/net/dev")
+
+
+def block_timer(release: str) -> str:
+    """How a kernel of this release runs TPACKET_V3's block timer: from Linux 6.18 an
+    hrtimer forwarded by the timeout at each expiry ("free-running": a partial block
+    retires at the next tick, whenever it opened); before, a timer restarted each time a
+    block opens ("restarted at block open"), the previous block's end."""
+    m = re.match(r"(\d+)\.(\d+)", release)
+    if not m:
+        return "unknown"
+    return ("free-running" if (int(m[1]), int(m[2])) >= (6, 18)
+            else "restarted at block open")
 
 
 def _align16(n: int) -> int:
@@ -292,6 +305,8 @@ class PacketRing(Capture):
         self.params = {"ring": "tpacket_v3", "block_size": self.block_size,
                        "blocks": self.block_nr, "packets_per_block": per_block,
                        "block_timeout_ms": tov_ms,
+                       "block_timer": block_timer(os.uname().release),
+                       "block_timer_start": time.time(),  # a free-running one ticks from here
                        "wake": "never (spin)" if a.mode == "busy_poll" else "per block"}
 
     # -- reading -------------------------------------------------------------------

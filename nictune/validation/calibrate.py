@@ -44,7 +44,7 @@ from nictune.errors import InputError, RunError
 from nictune.files import atomic_write
 from nictune.model import MODES, Costs, NicSetting, load_config, parse_config
 from nictune.plan import Plan
-from nictune.simulator import simulate
+from nictune.simulator import des, simulate
 from nictune.validation import remote, runner, traffic
 from nictune.validation.report import json_safe
 
@@ -59,6 +59,7 @@ COLUMNS = ("wake-ups", "packets", "bytes", "the per-run constant")
 MAX_CONDITION = 50.0  # of the column-scaled design; a good sweep is ≈ 6
 MIN_R2 = 0.5
 PORT = 19999
+TIMER_PHASES = 8  # a free-running block timer's phases the model is averaged over
 
 
 @dataclass
@@ -118,25 +119,56 @@ def _point_config(costs: Costs, size: int, rate: float, packets: int, ring: int)
 
 
 def realized(setting: NicSetting, ring: dict[str, Any]) -> NicSetting:
-    """The setting as the agent realized it (AF_PACKET rounds W to whole-page blocks)."""
+    """The setting as the agent realized it: AF_PACKET rounds W to whole-page blocks and
+    a timeout to whole milliseconds (at least 1)."""
     per_block = ring.get("packets_per_block")
     if setting.mode == "watermark" and per_block and ring.get("ring") == "tpacket_v3":
-        return replace(setting, watermark=min(per_block, setting.ring_slots // 2))
+        setting = replace(setting, watermark=min(per_block, setting.ring_slots // 2))
+        if setting.watermark_timeout and ring.get("block_timeout_ms"):
+            setting = replace(setting, watermark_timeout=ring["block_timeout_ms"] / 1000)
     return setting
+
+
+def free_running(setting: NicSetting, ring: dict[str, Any]) -> bool:
+    """Whether the realized watermark timeout is a free-running timer (TPACKET_V3's block
+    timer from Linux 6.18: a partial block retires at its next tick, 0..timeout after its
+    first packet, not the timeout after it as in PF_RING and the model)."""
+    return (setting.mode == "watermark" and bool(setting.watermark_timeout)
+            and ring.get("block_timer") == "free-running")
+
+
+def _timer_phases(setting: NicSetting, ring: dict[str, Any], first: float | None
+                  ) -> list[float]:
+    """The phases (ticks at (phase + k)·timeout after the first arrival) to simulate a
+    free-running block timer at: its own, if the run says when it started, else spread."""
+    start = ring.get("block_timer_start")
+    if start is None or first is None:
+        return [(k + 0.5) / TIMER_PHASES for k in range(TIMER_PHASES)]
+    return [((start - first) / (setting.watermark_timeout or 1.0)) % 1.0]
 
 
 def predict(costs: Costs, point: dict[str, Any], setting: NicSetting,
             engine: str = "des") -> dict[str, float]:
     """The model's throughput, wake-ups and CPU for a measured run (its packets received),
     at the rate the packets really arrived (the sender's pace as seen on the wire) with the
-    realized setting; `packets` is the count simulated."""
+    realized setting; `packets` is the count simulated. A free-running block timer
+    ticks every timeout from when the agent set its ring up: the DES with the ticks there
+    against the first arrival, or where either time is missing the DES's mean over
+    TIMER_PHASES phases (whatever `engine`: the fast engine has no free-running timer)."""
     rate = point.get("arrival_rate_pps") or point["sender_rate_pps"]
     cfg = _point_config(costs, point["packet_size"], rate, point["packets_received"],
                         setting.ring_slots)
-    m = simulate(cfg, {"p": realized(setting, point.get("ring") or {})}, engine=engine,
-                 exact=True)[0]
-    return {"throughput_bps": m.throughput_bps, "wakeups": m.interrupts,
-            "cpu_s": m.cpu_busy_s, "packets": float(m.packets_offered)}
+    ring = point.get("ring") or {}
+    real = {"p": realized(setting, ring)}
+    if free_running(real["p"], ring):
+        runs = [des.simulate(cfg, real, exact=True, timer_phase=phase)[0]
+                for phase in _timer_phases(real["p"], ring, point.get("first_arrival"))]
+    else:
+        runs = simulate(cfg, real, engine=engine, exact=True)
+    return {"throughput_bps": float(np.mean([m.throughput_bps for m in runs])),
+            "wakeups": float(np.mean([m.interrupts for m in runs])),
+            "cpu_s": float(np.mean([m.cpu_busy_s for m in runs])),
+            "packets": float(runs[0].packets_offered)}
 
 
 def repredict(plan: Plan, result: dict[str, Any], engine: str = "des",

@@ -224,7 +224,7 @@ def derive(raw: dict[str, Any]) -> dict[str, Any]:
         None,
         "sender_rate_pps": s["rate_pps"], "target_rate_pps": target,
         "receive_rate_pps": received / span if span else None,
-        "arrival_rate_pps": arrival_rate,
+        "arrival_rate_pps": arrival_rate, "first_arrival": a["first_arrival"],
         "wakeups": a["wakeups"], "empty_wakeups": a["empty_wakeups"],
         "nic_interrupts": c["nic_interrupts"], "net_rx_softirqs": c["net_rx_softirqs"],
         "cpu_s": a["cpu_s"], "context_switches": a["context_switches"],

@@ -123,6 +123,8 @@ def build(result: dict[str, Any], plan: Plan | None = None,
             "limited_by": {arm: dict(Counter(x for r in runs[arm] for x in r["limited_by"]))
                            for arm in ARMS},
             "backend": first["backend"],
+            "block_timer": {arm: (runs[arm][0].get("ring") or {}).get("block_timer")
+                            for arm in ARMS if runs[arm]},
             "agent_notes": sorted({n for arm in ARMS for r in runs[arm] for n in r["notes"]}),
             "not_applied": {arm: result.get("deploy_notes", {}).get(f"{tid}/{arm}", [])
                             for arm in ARMS},
@@ -259,9 +261,8 @@ def _one_arm_missed(t: dict[str, Any]) -> list[str]:
         return []
     pred, meas = ([b[key] for b in blocks]
                   for key in ("run_throughput_bps", "measured_throughput_bps"))
-    why = [f" ({arm}: a watermark read through AF_PACKET, whose last partial block "
-           f"retires on a free-running timer, not on PF_RING's timeout after its first "
-           f"packet that the model follows; docs/validate.md)"
+    why = [f" ({arm}: {_block_timer_reason(t.get('block_timer', {}).get(arm))}; "
+           "docs/validate.md)"
            for arm, e in zip(ARMS, err, strict=True)
            if abs(e) > SPLIT and t["backend"] == "af_packet"
            and t["settings"][arm]["mode"] == "watermark"]
@@ -270,6 +271,19 @@ def _one_arm_missed(t: dict[str, Any]) -> list[str]:
             f"predicts between them ({100 * (pred[1] / pred[0] - 1):+.1f} %) is not the "
             f"one measured ({100 * (meas[1] / meas[0] - 1):+.1f} %): the arm it misses "
             f"decides the comparison{''.join(why)}"]
+
+
+def _block_timer_reason(timer: str | None) -> str:
+    """Why a watermark read through AF_PACKET can miss its model, by how the receiver's
+    kernel ran the block timer (the agent's `block_timer`)."""
+    if timer == "free-running":
+        return ("a watermark read through AF_PACKET, whose last partial block retires at "
+                "the free-running block timer's next tick, anywhere from 0 to the timeout "
+                "after the last packet: the model places the ticks where the agent says "
+                "the timer started, or averages over them where a run does not say")
+    return ("a watermark read through AF_PACKET, whose last partial block retires on the "
+            "kernel's block timer, not on PF_RING's timeout after its first packet that "
+            "the model follows")
 
 
 def _deploy_notes(t: dict[str, Any]) -> list[str]:

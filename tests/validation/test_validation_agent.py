@@ -247,3 +247,14 @@ def test_watermark_without_timeout_strands_the_tail(veth: dict[str, str],
     assert r["stop_reason"] == "idle"
     assert r["packets"] + r["stranded"] == 1500 and r["stranded"] > 0
     assert any("not expressible" in n for n in r["notes"])
+
+
+@pytest.mark.parametrize(("release", "timer"), [
+    ("6.18.44-fc-v595", "free-running"), ("6.19.0-rc1", "free-running"), ("7.0", "free-running"),
+    ("6.17.9-200.fc42.x86_64", "restarted at block open"),
+    ("6.1.0-18-amd64", "restarted at block open"), ("5.15.0-91-generic", "restarted at block open"),
+    ("weird", "unknown")])
+def test_the_block_timer_is_read_from_the_kernel_release(release: str, timer: str) -> None:
+    """Linux 6.18 made TPACKET_V3's block timer an hrtimer that ticks freely; the model
+    averages over its phase only where the receiver's kernel says so."""
+    assert agent.block_timer(release) == timer

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from nictune.errors import RunError
+from nictune.model import Costs, NicSetting
 from nictune.validation import calibrate
 
 BLOCKING = ("active_wait", "passive_wait", "watermark")
@@ -104,3 +105,27 @@ def test_zero_costs_and_low_r2_are_flagged_in_the_profile(tmp_path: Path) -> Non
     calibrate.write_profile(result, tmp_path / "p.yaml")
     fit = yaml.safe_load((tmp_path / "p.yaml").read_text())["fit"]
     assert fit["r2"] is None and fit["error_after"]["cpu_s"] is None
+
+
+def test_a_free_running_block_timer_is_averaged_over_its_phase() -> None:
+    """Linux 6.18's TPACKET_V3 block timer ticks freely: the last partial block waits
+    0..τ after the last packet (a mean of τ/2), not τ after the block's first packet.
+    5 714 packets of 1 400 B at 2 500/s with W = 130 and τ = 500 ms: 124 packets in the
+    last block, so τ after its first packet is 451 ms after the last one."""
+    setting = NicSetting("watermark", watermark=128, watermark_timeout=0.5, ring_slots=4096)
+    ring = {"ring": "tpacket_v3", "packets_per_block": 130, "block_timeout_ms": 500}
+    point = {"arrival_rate_pps": 2500.0, "packet_size": 1400, "packets_received": 5714,
+             "ring": ring}
+    pfring = calibrate.predict(Costs(), point, setting)
+    free = calibrate.predict(Costs(), {**point, "ring": {**ring, "block_timer": "free-running"}},
+                             setting)
+    span = 5713 / 2500
+    assert 8 * 5714 * 1400 / pfring["throughput_bps"] == pytest.approx(span + 0.451, abs=0.005)
+    assert 8 * 5714 * 1400 / free["throughput_bps"] < span + 0.3  # a mean wait of ~0.25 s
+    assert free["wakeups"] > pfring["wakeups"]  # ticks in mid-stream retire partial blocks
+    assert calibrate.realized(setting, {**ring, "block_timeout_ms": 1}).watermark_timeout == 0.001
+    # the agent says when the ring (and its timer) started: ticks at 0.4 + 0.5 k s after
+    # the first arrival, so the last block retires at 2.4 s
+    known = calibrate.predict(Costs(), {**point, "first_arrival": 100.0, "ring": {
+        **ring, "block_timer": "free-running", "block_timer_start": 99.9}}, setting)
+    assert 8 * 5714 * 1400 / known["throughput_bps"] == pytest.approx(2.4, abs=0.002)
