@@ -24,8 +24,8 @@ import pytest
 from nictune.deploy.backends import BUSY_POLL_US, HostContext
 from nictune.deploy.backends import pfring as pfring_backend
 from nictune.deploy.inventory import HostInventory
-from nictune.model import NicSetting
-from nictune.validation import agent
+from nictune.model import Costs, NicSetting
+from nictune.validation import agent, calibrate
 
 AGENT = Path(agent.__file__)
 PACKETS, SIZE, PORT = 3000, 500, 9321
@@ -199,6 +199,32 @@ def test_passive_wait_wakes_every_poll_interval(tmp_path: Path) -> None:
     assert ticks / 2 < r["wakeups"] <= ticks + 2  # not the ~95 with the idle tail
     assert r["wakeups"] - 10 <= r["empty_wakeups"] < r["wakeups"]
 
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="AF_PACKET needs root")
+@pytest.mark.skipif(agent.block_timer(os.uname().release) != "free-running",
+                    reason="a kernel whose TPACKET_V3 block timer restarts at block open")
+def test_a_free_running_block_timer_retires_where_the_model_says(tmp_path: Path) -> None:
+    """On Linux 6.18 the block timer ticks every τ from the ring's setup. W = 1 000 never
+    fills with 60 packets, so every block retires at a tick; the model, given when the
+    agent set the ring up, puts the last delivery at the first tick after the last packet
+    (PF_RING's reading, τ after a block's first packet, would be off by up to τ)."""
+    port = 20000 + (os.getpid() + 7) % 20000
+    started = start_agent(tmp_path, [], "lo", port, "watermark", "--watermark", "1000",
+                          "--watermark-timeout", "0.1", "--ring-slots", "4096", count=60)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        for _ in range(60):
+            tx.sendto(b"x" * (SIZE - 28), ("127.0.0.1", port))
+            time.sleep(0.005)
+    r = agent_result(*started)
+    assert r["packets"] == 60 and r["ring"]["block_timer"] == "free-running"
+    point = {"arrival_rate_pps": 59 / (r["last_arrival"] - r["first_arrival"]),
+             "packet_size": SIZE, "packets_received": 60,
+             "first_arrival": r["first_arrival"], "ring": r["ring"]}
+    setting = NicSetting("watermark", watermark=1000, watermark_timeout=0.1, ring_slots=4096)
+    model = calibrate.predict(Costs(), point, setting)
+    span = r["last_delivery"] - r["first_arrival"]
+    assert 8 * r["bytes"] / model["throughput_bps"] == pytest.approx(span, abs=0.025)
+    assert abs(model["wakeups"] - r["wakeups"]) <= 1
 
 @pytest.fixture(scope="module")
 def results(veth: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict:
