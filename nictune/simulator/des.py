@@ -145,10 +145,11 @@ class Consumer:
     def deadline(self, first: float) -> float:
         """When the watermark timeout ends a batch whose first packet came at `first`:
         `tau` after it (PF_RING), or with a free-running timer (`phase`: Linux 6.18's
-        TPACKET_V3 block timer) at its first tick from then on."""
+        TPACKET_V3 block timer) at its first tick from then on (never before `first`: a
+        tick on an arrival can round below it)."""
         if self.phase is None:
             return first + self.tau
-        return (math.ceil(first / self.tau - self.phase) + self.phase) * self.tau
+        return max(first, (math.ceil(first / self.tau - self.phase) + self.phase) * self.tau)
 
 
 class Core:
@@ -652,10 +653,14 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
     SimPy environment; the memory bus couples a host's cores through w. Unless `exact`,
     each core's transmissions are shortened by one factor (`window_fraction`: about
     `window` packets each, at least 100 wake-ups) and the totals scaled (`_metrics`,
-    `extrapolated`). `timer_phase` in [0, 1): watermark timeouts run freely instead,
-    ticking at (timer_phase + k)·timeout from time 0 (`Consumer.deadline`)."""
+    `extrapolated`). `timer_phase` in [0, 1), for exact runs: watermark timeouts run
+    freely instead, ticking at (timer_phase + k)·timeout from time 0 (`Consumer.deadline`);
+    one phase for every consumer, as for the one transmission the validator re-predicts."""
     if window < 1:
         raise InputError(f"window must be at least 1 packet, got {window}")
+    if timer_phase is not None and not (exact and 0 <= timer_phase < 1):
+        raise InputError(f"timer_phase must be in [0, 1) and the run exact, got {timer_phase} "
+                         f"(exact={exact})")
     transmissions = config.select(list(settings))
     index = {t.id: k for k, t in enumerate(config.transmissions)}
     memory = memory_factors(config, transmissions)

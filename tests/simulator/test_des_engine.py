@@ -129,6 +129,28 @@ def test_a_free_running_timeout_wakes_at_its_ticks():
     pfring = des.simulate(cfg, {"t0": s}, exact=True)[0]  # τ after each batch's first
     assert pfring.interrupts == 50 and pfring.duration_s > m.duration_s + 4e-3
 
+
+@pytest.mark.parametrize("phase", [0.2, 0.4, 0.6, 0.8])
+def test_a_free_running_tick_on_an_arrival_ends_the_run(phase):
+    """Arrivals every 8 ms fall on 5 ms ticks, and (k + φ)·τ can round one float step
+    below the arrival: with no interrupt cost to cover that, the consumer woke before its
+    packet and slept again at the same tick, forever (a review's find)."""
+    cfg = parse_config({
+        "hosts": {"h": {"cores": 1, "costs": {"irq": 0, "per_packet": "1us", "per_byte": 0}}},
+        "nics": {"n": {"host": "h", "link": "10Gbit/s"}},
+        "transmissions": [{"id": "t0", "nic": "n", "size": 200 * 1000, "packet_size": 1000,
+                           "rate": "125pps", "arrival": "cbr"}]}, "test.yaml")
+    s = NicSetting("watermark", watermark=1000, watermark_timeout=5e-3)
+    m = des.simulate(cfg, {"t0": s}, exact=True, timer_phase=phase)[0]
+    assert m.packets_delivered == 200 and m.interrupts == 200
+
+
+def test_timer_phase_is_for_exact_runs_in_0_1():
+    s = NicSetting("watermark", watermark=64, watermark_timeout=1e-3)
+    for phase, exact in ((1.0, True), (-0.1, True), (0.5, False)):
+        with pytest.raises(InputError, match="timer_phase"):
+            des.simulate(config(packets=100), {"t0": s}, exact=exact, timer_phase=phase)
+
 def test_busy_poll_has_no_interrupts_and_a_busy_core():
     m = run(SETTINGS["busy_poll"], packets=20_000, rate="100kpps")
     assert m.interrupts == 0 and m.empty_wakeups == 0
