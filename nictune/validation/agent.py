@@ -301,12 +301,13 @@ class PacketRing(Capture):
         frame_nr = (self.block_size // frame_size) * self.block_nr
         req = struct.pack("IIIIIII", self.block_size, self.block_nr, frame_size, frame_nr,
                           tov_ms, 0, 0)
-        self.sock.setsockopt(SOL_PACKET, PACKET_RX_RING, req)
+        started = time.time()  # the kernel starts the block timer early in this call,
+        self.sock.setsockopt(SOL_PACKET, PACKET_RX_RING, req)  # which then waits ~10 ms
         self.params = {"ring": "tpacket_v3", "block_size": self.block_size,
                        "blocks": self.block_nr, "packets_per_block": per_block,
                        "block_timeout_ms": tov_ms,
                        "block_timer": block_timer(os.uname().release),
-                       "block_timer_start": time.time(),  # a free-running one ticks from here
+                       "block_timer_start": started,  # a free-running one ticks from here
                        "wake": "never (spin)" if a.mode == "busy_poll" else "per block"}
 
     # -- reading -------------------------------------------------------------------

@@ -144,7 +144,7 @@ def _timer_phases(setting: NicSetting, ring: dict[str, Any], first: float | None
     start = ring.get("block_timer_start")
     if start is None or first is None:
         return [(k + 0.5) / TIMER_PHASES for k in range(TIMER_PHASES)]
-    return [((start - first) / (setting.watermark_timeout or 1.0)) % 1.0]
+    return [((start - first) / setting.watermark_timeout) % 1.0]
 
 
 def predict(costs: Costs, point: dict[str, Any], setting: NicSetting,
@@ -199,6 +199,10 @@ def repredict(plan: Plan, result: dict[str, Any], engine: str = "des",
                      and r["packets_received"] > 1]
             if preds:
                 block[arm] = {k: float(np.mean([p[k] for p in preds])) for k in preds[0]}
+            if engine != "des" and any(free_running(realized(setting, r.get("ring") or {}),
+                                                    r.get("ring") or {})
+                                       for r in result["runs"] if r["transmission"] == tid):
+                block["engine"] = f"{engine}; des for a free-running block timer"
         out[tid] = block
     return out
 

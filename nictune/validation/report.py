@@ -123,8 +123,7 @@ def build(result: dict[str, Any], plan: Plan | None = None,
             "limited_by": {arm: dict(Counter(x for r in runs[arm] for x in r["limited_by"]))
                            for arm in ARMS},
             "backend": first["backend"],
-            "block_timer": {arm: (runs[arm][0].get("ring") or {}).get("block_timer")
-                            for arm in ARMS if runs[arm]},
+            "block_timer": {arm: _block_timer(runs[arm]) for arm in ARMS if runs[arm]},
             "agent_notes": sorted({n for arm in ARMS for r in runs[arm] for n in r["notes"]}),
             "not_applied": {arm: result.get("deploy_notes", {}).get(f"{tid}/{arm}", [])
                             for arm in ARMS},
@@ -273,14 +272,29 @@ def _one_arm_missed(t: dict[str, Any]) -> list[str]:
             f"decides the comparison{''.join(why)}"]
 
 
+def _block_timer(runs: list[dict[str, Any]]) -> str | None:
+    """How the receiver's kernel ran an arm's TPACKET_V3 block timer (the agent's
+    `block_timer`), "free-running, start unknown" where a run did not say when it began."""
+    ring = runs[0].get("ring") or {}
+    timer = ring.get("block_timer")
+    if timer == "free-running" and not all((r.get("ring") or {}).get("block_timer_start")
+                                           for r in runs):
+        return "free-running, start unknown"
+    return timer
+
+
 def _block_timer_reason(timer: str | None) -> str:
     """Why a watermark read through AF_PACKET can miss its model, by how the receiver's
-    kernel ran the block timer (the agent's `block_timer`)."""
+    kernel ran the block timer (`_block_timer`)."""
     if timer == "free-running":
+        return ("a watermark read through AF_PACKET; the model already places the "
+                "free-running block timer's ticks where the agent started it, so the "
+                "block timer does not explain this")
+    if timer == "free-running, start unknown":
         return ("a watermark read through AF_PACKET, whose last partial block retires at "
                 "the free-running block timer's next tick, anywhere from 0 to the timeout "
-                "after the last packet: the model places the ticks where the agent says "
-                "the timer started, or averages over them where a run does not say")
+                "after the last packet: without the timer's start the model takes the "
+                "mean over its phase, and a few runs' waits can lie well off that")
     return ("a watermark read through AF_PACKET, whose last partial block retires on the "
             "kernel's block timer, not on PF_RING's timeout after its first packet that "
             "the model follows")

@@ -207,7 +207,8 @@ def test_a_free_running_block_timer_retires_where_the_model_says(tmp_path: Path)
     """On Linux 6.18 the block timer ticks every τ from the ring's setup. W = 1 000 never
     fills with 60 packets, so every block retires at a tick; the model, given when the
     agent set the ring up, puts the last delivery at the first tick after the last packet
-    (PF_RING's reading, τ after a block's first packet, would be off by up to τ)."""
+    (PF_RING's reading, τ after a block's first packet, would be off by up to τ; the
+    mean over phases by up to τ/2). Measured 0.3–0.4 ms late: the reader waking."""
     port = 20000 + (os.getpid() + 7) % 20000
     started = start_agent(tmp_path, [], "lo", port, "watermark", "--watermark", "1000",
                           "--watermark-timeout", "0.1", "--ring-slots", "4096", count=60)
@@ -223,7 +224,7 @@ def test_a_free_running_block_timer_retires_where_the_model_says(tmp_path: Path)
     setting = NicSetting("watermark", watermark=1000, watermark_timeout=0.1, ring_slots=4096)
     model = calibrate.predict(Costs(), point, setting)
     span = r["last_delivery"] - r["first_arrival"]
-    assert 8 * r["bytes"] / model["throughput_bps"] == pytest.approx(span, abs=0.025)
+    assert 8 * r["bytes"] / model["throughput_bps"] == pytest.approx(span, abs=0.005)
     assert abs(model["wakeups"] - r["wakeups"]) <= 1
 
 @pytest.fixture(scope="module")
