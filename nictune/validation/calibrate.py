@@ -199,8 +199,7 @@ def repredict(plan: Plan, result: dict[str, Any], engine: str = "des",
                      and r["packets_received"] > 1]
             if preds:
                 block[arm] = {k: float(np.mean([p[k] for p in preds])) for k in preds[0]}
-            if engine != "des" and any(free_running(realized(setting, r.get("ring") or {}),
-                                                    r.get("ring") or {})
+            if engine != "des" and any(free_running(setting, r.get("ring") or {})
                                        for r in result["runs"] if r["transmission"] == tid):
                 block["engine"] = f"{engine}; des for a free-running block timer"
         out[tid] = block

@@ -276,6 +276,7 @@ def test_the_reason_follows_the_receivers_block_timer(result: dict) -> None:
     for r in result["runs"]:
         r["ring"] = {"ring": "tpacket_v3", "block_timer": "free-running"}
     again = calibrate.repredict(plan, result, engine="fast")
+    assert again["t-rx1"]["engine"] == "fast; des for a free-running block timer"
     d = next(t for t in report.build(result)["transmissions"]
              if t["transmission"] == "t-rx1")["summary"]["default"]["throughput_bps"]["mean"]
     again["t-rx1"]["default"]["throughput_bps"] = 0.834 * d
