@@ -201,6 +201,16 @@ def parse_inventory(raw: Any, path: Path) -> Inventory:
         raise _fail(source, "hosts", "expected a non-empty mapping of host name to host")
     base = path.parent
     parsed = {str(n): _host(n, h, defaults, base, source) for n, h in hosts.items()}
+    seen: dict[tuple[str, int, str | None], str] = {}
+    for h in parsed.values():
+        # one machine under two names: each name's snapshot would record the other's
+        # changes, and a rollback would put them back
+        first = seen.setdefault((h.address, h.port, h.netns), h.name)
+        if first != h.name:
+            raise _fail(source, f"hosts.{h.name}",
+                        f"the same machine as hosts.{first} (address {h.address}, port "
+                        f"{h.port}{f', netns {h.netns}' if h.netns else ''}); list all its "
+                        "NICs under one host")
     return Inventory(hosts=parsed, path=path)
 
 

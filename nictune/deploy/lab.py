@@ -49,6 +49,7 @@ from nictune.plan import Plan, PlanEntry, save_plan
 SSHD = "/usr/sbin/sshd"
 STATE = "lab.json"
 PREFIX = re.compile(r"^[a-z0-9]{1,8}\Z")
+LAB_HOST = re.compile(r"^(sender|rx[1-9][0-9]{0,2})\Z")
 MAX_HOSTS = 200
 # One transmission per receiver, cycling through these (size, packet size, rate, arrival).
 TRANSMISSIONS = (
@@ -423,11 +424,21 @@ def load_lab(directory: str | Path) -> Lab:
     directory = Path(directory).resolve()
     try:
         raw = json.loads((directory / STATE).read_text())
-        return Lab(directory, raw["id"], [LabHost(**h) for h in raw["hosts"]],
-                   [LabLink(**x) for x in raw["links"]])
+        lab = Lab(directory, raw["id"], [LabHost(**h) for h in raw["hosts"]],
+                  [LabLink(**x) for x in raw["links"]])
     except (OSError, ValueError, RecursionError, KeyError, TypeError):
         raise InputError(f"lab: no lab in {directory} ({STATE} missing or unreadable)") \
             from None
+    # `lab down` kills what runs in these namespaces and deletes them: only a lab's own
+    # names (nt<id>-sender, nt<id>-rx<k>) are taken from the file
+    ours = isinstance(lab.id, str) and PREFIX.match(lab.id) and all(
+        isinstance(h.name, str) and LAB_HOST.match(h.name)
+        and h.netns == f"nt{lab.id}-{h.name}" and type(h.sshd_pid) is int
+        for h in lab.hosts)
+    if not ours:
+        raise InputError(f"lab: {directory / STATE} names namespaces or processes that are "
+                         "not a lab's own; not touching them")
+    return lab
 
 
 def lab_down(directory: str | Path) -> list[str]:

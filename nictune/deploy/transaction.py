@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import re
 import shlex
 import threading
 import time
@@ -41,6 +42,8 @@ from nictune.deploy.transport import CommandResult, Connection, HostError
 from nictune.files import atomic_write
 from nictune.model import NicSetting
 
+# a knob's key: nic/<NIC id>/<backend>/<param> or host/<backend>/<param>
+KNOB_KEY = re.compile(r"^(nic/[^/]+/|host/)[a-z_]+/[^/].*\Z", re.S)
 SNAPSHOT_FORMAT = 2  # 2 adds "nics" (NIC id -> iface, bus_info); format 1 still loads
 GUARD_TIMEOUT = 60.0  # s the on-host timer waits before restoring an unfinished deploy
 
@@ -146,10 +149,20 @@ def read_snapshot(state_dir: Path, host: str) -> Snapshot | None:
     try:
         doc = json.loads(path.read_text())
         nics = doc.get("nics", {})
-        if not isinstance(doc.get("knobs", {}), dict) or not all(
-                isinstance(m, dict) and isinstance(m.get("iface"), str) for m in nics.values()):
-            raise ValueError("knobs or nics malformed")
-    except (ValueError, AttributeError) as exc:
+        knobs = doc.get("knobs")
+        if doc.get("nictune_snapshot") not in (1, SNAPSHOT_FORMAT):
+            raise ValueError("not a nictune snapshot of a known format")
+        # (an empty one "rolled back" nothing and was archived, the host left tuned)
+        if not isinstance(knobs, dict) or not knobs:
+            raise ValueError("no knob values")
+        bad = next((k for k, v in knobs.items() if not KNOB_KEY.match(k)
+                    or not isinstance(v, str | int | float | bool | None)), None)
+        if bad is not None:
+            raise ValueError(f"knob {bad!r} malformed")
+        if not all(isinstance(m, dict) and isinstance(m.get("iface"), str)
+                   for m in nics.values()):
+            raise ValueError("nics malformed")
+    except (ValueError, AttributeError, OSError) as exc:
         raise HostError(host, f"snapshot {path} is corrupt ({exc}); refusing to touch the "
                               "host") from None
     return Snapshot(path, doc)

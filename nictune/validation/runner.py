@@ -148,6 +148,9 @@ def validate(plan: Plan, inventory: Inventory, sender: str, opts: Options,
         raise InputError(f"{inventory.path}: --sender: unknown host {sender!r} "
                          f"(hosts: {', '.join(inventory.hosts)})")
     check_plan_nics(inventory, [(e.host, e.nic) for e in entries], str(plan.source))
+    if sender in {e.host for e in entries}:
+        raise InputError(f"--sender {sender!r} is a receiver of the plan: validation measures "
+                         "traffic that crosses a NIC from another host")
     for e in entries:  # bad scaling input fails before any connection
         traffic.spec_for(e, "0.0.0.0", 1, opts.scale, opts.duration, opts.max_rate)
     started = time.time()

@@ -99,6 +99,23 @@ def test_bad_top_level(tmp_path: Path) -> None:
         load_inventory(tmp_path / "none.yaml")
 
 
+def test_one_machine_under_two_names_is_refused(tmp_path: Path) -> None:
+    """Each name's snapshot would hold the other's changes, and a rollback of both would
+    leave the machine tuned while saying ok."""
+    path = write_inventory(tmp_path)
+    doc = yaml.safe_load(path.read_text())
+    doc["hosts"]["rx1b"] = {"address": "192.0.2.1", "nics": {"nic-2": "eth2"}}
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(InventoryError, match=r"hosts\.rx1b: the same machine as hosts\.rx1"):
+        load_inventory(path)
+    doc["hosts"]["rx1b"]["port"] = 2222  # another sshd: another machine (a lab's, say)
+    path.write_text(yaml.safe_dump(doc))
+    assert set(load_inventory(path).hosts) == {"rx1", "rx1b"}
+    doc["hosts"]["rx1b"] = {"address": "192.0.2.1", "netns": "b", "nics": {"nic-2": "eth2"}}
+    path.write_text(yaml.safe_dump(doc))
+    assert set(load_inventory(path).hosts) == {"rx1", "rx1b"}
+
+
 def test_plan_must_match_inventory(tmp_path: Path) -> None:
     inv = load_inventory(write_inventory(tmp_path))
     check_plan_nics(inv, [("rx1", "nic-1")])

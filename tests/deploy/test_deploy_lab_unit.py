@@ -37,6 +37,29 @@ def test_a_damaged_lab_record_is_no_lab(tmp_path: Path, text: str) -> None:
         lab.load_lab(tmp_path)
 
 
+@pytest.mark.parametrize("host", [
+    {"name": "sender", "netns": "victim"},  # someone else's namespace
+    {"name": "sender", "netns": "ntab12-rx1"},  # another host's
+    {"name": "x; id", "netns": "ntab12-x; id"},
+    {"name": "sender", "netns": "ntab12-sender", "sshd_pid": "1"},
+])
+def test_a_lab_record_naming_other_namespaces_is_refused(tmp_path: Path, host: dict,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    """`lab down` kills what runs in the recorded namespaces and deletes them: a
+    hand-made or damaged lab.json named any namespace (a review killed and deleted one)."""
+    record = {"id": "ab12", "links": [],
+              "hosts": [{"address": "10.1.0.1", "root": str(tmp_path), **host}]}
+    (tmp_path / "lab.json").write_text(lab.json.dumps(record))
+    with pytest.raises(lab.InputError, match="not a lab's own"):
+        lab.load_lab(tmp_path)
+    assert main(["lab", "down", "--dir", str(tmp_path)]) == 2
+    assert "not touching them" in capsys.readouterr().err
+    record["hosts"][0].update(name="sender", netns="ntab12-sender", sshd_pid=0)
+    (tmp_path / "lab.json").write_text(lab.json.dumps(record))
+    assert lab.load_lab(tmp_path).hosts[0].netns == "ntab12-sender"
+
+
 def test_bad_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if lab.os.geteuid() != 0:
         pytest.skip("the root check comes first")

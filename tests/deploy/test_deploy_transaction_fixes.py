@@ -247,6 +247,24 @@ def test_a_corrupt_mapping_is_refused(fake: FakeHost) -> None:
         restore_host(ShellConn(host), host)
 
 
+@pytest.mark.parametrize("change", [
+    lambda d: {},  # (was "rolled-back", archived, and the host left tuned)
+    lambda d: {**d, "knobs": {}},
+    lambda d: {k: v for k, v in d.items() if k != "nictune_snapshot"},
+    lambda d: {**d, "nictune_snapshot": 9},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/napi/gro_flush_timeout": [1]}},
+    lambda d: {**d, "knobs": {**d["knobs"], "rm -rf": "1"}},
+])
+def test_a_snapshot_that_is_not_one_is_refused(fake: FakeHost, change: Any) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    assert deploy(host).ok
+    path = snapshot_path(host.state_dir, "rx1")
+    path.write_text(json.dumps(change(snapshot(host))))
+    with pytest.raises(HostError, match="corrupt"):
+        restore_host(ShellConn(host), host)
+    assert path.exists()  # kept for a person to look at, not archived
+
+
 # ----------------------------------------------------------------- dry run
 
 

@@ -141,6 +141,8 @@ def _inventory(tmp_path: Path) -> Path:
     (lambda p, i: ["/nonexistent/plan.yaml", "--inventory", i], "cannot read"),
     (lambda p, i: [p, "--inventory", "/nonexistent/inv.yaml"], "cannot read"),
     (lambda p, i: [p, "--inventory", i, "--sender", "nobody"], "--sender"),
+    # (the traffic never crossed a NIC: 242 s of runs, exit 0, a report of n/a)
+    (lambda p, i: [p, "--inventory", i, "--sender", "rx2"], "is a receiver of the plan"),
     (lambda p, i: [p, "--inventory", i, "--transmissions", "t-x"], "no transmission"),
     (lambda p, i: [p, "--inventory", i, "--repeats", "0"], "--repeats"),
     (lambda p, i: [p, "--inventory", i, "--scale", "2"], "--scale"),
