@@ -26,7 +26,7 @@ from nictune.optimizer.checkpoint import (
 )
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
-from nictune.optimizer.export import json_document, write_all
+from nictune.optimizer.export import OUTPUTS, json_document, write_all
 from nictune.optimizer.objectives import PREFERENCES
 from nictune.optimizer.parallel import dask_address, mapper
 from nictune.optimizer.search import Search
@@ -85,6 +85,31 @@ def _options(args: argparse.Namespace) -> tuple[Options, State | None]:
     options = replace(state.options, **given, **extra)
     check_same_search(state.options, options, f"--resume {args.resume}")
     return options, state
+
+
+def _out_directory(args: argparse.Namespace) -> Path:
+    """--out, the --resume directory or runs/<config stem>, checked before the search
+    (not after it), with the last run's plan.yaml removed: from here on the directory
+    holds this run's checkpoint, and a plan beside it that this run did not write (an
+    interrupted or failed run) would be deployed as this run's."""
+    if args.out:
+        out = args.out
+    else:
+        given = args.resume or str(Path("runs") / Path(args.config).stem)
+        try:
+            out = out_dir(given)
+        except argparse.ArgumentTypeError as exc:
+            what = "--resume" if args.resume else "the default output directory (give --out)"
+            raise InputError(f"{what}: {exc}") from None
+    taken = [n for n in (*OUTPUTS, "checkpoint.json") if (out / n).is_dir()]
+    if taken:
+        raise InputError(f"{out}: {taken[0]} is a directory; the run writes a file there")
+    try:
+        (out / "plan.yaml").unlink(missing_ok=True)
+    except OSError as exc:
+        raise InputError(f"{out}: cannot remove the last run's plan.yaml: "
+                         f"{exc.strerror or exc}") from None
+    return out
 
 
 def default_workers(engine: str, verify: str, hosts: int) -> int:
@@ -153,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dask and args.workers:
         raise InputError("--workers and --dask exclude each other; pick one")
     workers = args.workers or default_workers(options.engine, options.verify, len(config.hosts))
-    out = Path(args.out or args.resume or Path("runs") / Path(args.config).stem)
+    out = _out_directory(args)
     search: Search | None = None
     try:
         with mapper(workers, args.dask) as map_fn:

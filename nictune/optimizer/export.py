@@ -456,6 +456,11 @@ def json_document(plan_path: Path, out: Outcome, config: Config,
                           for i, t in enumerate(config.transmissions)]})
 
 
+# what a run writes into its directory (the checkpoint, "checkpoint.json", as it goes)
+OUTPUTS = ("plan.yaml", "pareto.csv", "logbook.csv", "convergence.png", "pareto.png",
+           "summary.md")
+
+
 def write_all(search: Search, prefer: str, verify: str, started: float,
               directory: Path) -> tuple[Path, Outcome, dict[str, Any], str]:
     """Write every output file; returns the plan path, outcome, meta and summary text.
@@ -473,6 +478,7 @@ def write_all(search: Search, prefer: str, verify: str, started: float,
         # the plan last and whole: a plan.yaml is there only once its reports are
         save_plan(build_plan(search.config, out, meta, search.options.seed), path)
     except OSError as exc:
-        raise RunError(f"cannot write the results to {directory}: "
+        where = f" ({Path(exc.filename).name})" if exc.filename else ""
+        raise RunError(f"cannot write the results to {directory}{where}: "
                        f"{exc.strerror or exc}") from None
     return path, out, meta, summary

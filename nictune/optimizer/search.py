@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from deap import base, creator, tools
 
-from nictune.errors import InputError
+from nictune.errors import InputError, RunError
 from nictune.model import Config
 from nictune.optimizer.archive import HostArchive
 from nictune.optimizer.checkpoint import Options, State, check_same_search, save_checkpoint
@@ -241,7 +241,11 @@ class Search:
     def save(self) -> None:
         """Write `out/checkpoint.json` (atomically) if the run has a directory."""
         if self.out is not None and self.state is not None:
-            save_checkpoint(self.state, self.config.source, self.out)
+            try:
+                save_checkpoint(self.state, self.config.source, self.out)
+            except OSError as exc:
+                raise RunError(f"cannot write the checkpoint in {self.out}: "
+                               f"{exc.strerror or exc}") from None
 
     def resume(self, state: State) -> None:
         """Continue from `state`. What shaped the search must be the same; how long it

@@ -199,6 +199,61 @@ def test_optimizer_dask_local_cluster_equals_a_local_run(small_config: Path,
         assert local["population"] == b["population"] and local["archives"] == b["archives"]
 
 
+def test_output_directories_are_checked_before_the_search(
+        small_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The default runs/<stem> and a directory where an output goes were found only when
+    the results were written, after the whole search (a review: tracebacks)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").write_text("a file where the default directory goes")
+    assert main(["optimize", str(small_config), *FAST, "--verify", "none"]) == 2
+    err = capsys.readouterr().err
+    assert "the default output directory (give --out): cannot write runs/small" in err
+    assert len(err.strip().splitlines()) == 1
+    out = tmp_path / "run"
+    (out / "summary.md").mkdir(parents=True)
+    assert main(["optimize", str(small_config), "--out", str(out), *FAST,
+                 "--verify", "none"]) == 2
+    assert "summary.md is a directory" in capsys.readouterr().err
+
+
+def test_a_run_removes_the_last_runs_plan_first(
+        small_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A run that failed writing its results left the last run's plan.yaml beside its own
+    checkpoint and reports: a later deploy would have pushed the wrong plan."""
+    out = tmp_path / "run"
+    assert main(["optimize", str(small_config), "--out", str(out), *FAST,
+                 "--verify", "none"]) == 0
+    assert (out / "plan.yaml").exists()
+    capsys.readouterr()
+
+    def full(*_a: object, **_k: object) -> None:
+        raise OSError(28, "No space left on device", str(out / "pareto.png"))
+
+    monkeypatch.setattr("nictune.optimizer.export.write_plots", full)
+    assert main(["optimize", str(small_config), "--out", str(out), *FAST, "--seed", "3",
+                 "--verify", "none"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot write the results to {out} (pareto.png): No space left" in err
+    assert not (out / "plan.yaml").exists()
+
+
+def test_a_checkpoint_that_cannot_be_written_is_one_line(
+        small_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def full(*_a: object, **_k: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("nictune.optimizer.search.save_checkpoint", full)
+    out = tmp_path / "run"
+    assert main(["optimize", str(small_config), "--out", str(out), *FAST,
+                 "--checkpoint-every", "1", "--verify", "none"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot write the checkpoint in {out}: No space left on device" in err
+    assert "Traceback" not in err
+
+
 def test_optimizer_ctrl_c_exits_130_and_keeps_the_checkpoint(small_config: Path,
                                                             tmp_path: Path) -> None:
     out = tmp_path / "run"
