@@ -8,8 +8,12 @@ a one-line message and exit code 2; a failed run with exit code 1 (DESIGN §4).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import re
+import signal
+import stat
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -78,6 +82,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"nictune {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        if not _stdout_is_a_pipe():
+            raise
+        # the reader of our output went away (`| head`): stop as a shell tool does, with
+        # stdout pointed at /dev/null so that the interpreter's last flush is quiet
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def _stdout_is_a_pipe() -> bool:
+    try:
+        return stat.S_ISFIFO(os.fstat(sys.stdout.fileno()).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 if __name__ == "__main__":

@@ -72,6 +72,8 @@ def read_yaml(path: Path, what: str, error: type[InputError] = InputError) -> An
         raise error(f"{what}: cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise error(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except ValueError:  # (a NUL byte in the name, from a config's `profile`)
+        raise error(f"{what}: cannot read {str(path)!r}: not a file name") from None
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:

@@ -273,6 +273,10 @@ def test_host_profile_is_the_base_and_keys_override(tmp_path):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(doc(**{"hosts.h1.profile": "nope.yaml"})))
     with pytest.raises(ConfigError, match=r"hosts\.h1\.profile: cannot read"):
         load_config(tmp_path / "c.yaml")
+    # (a NUL byte in the name was a ValueError traceback)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(doc(**{"hosts.h1.profile": "a\0b"})))
+    with pytest.raises(ConfigError, match=r"hosts\.h1\.profile: cannot read .*not a file name"):
+        load_config(tmp_path / "c.yaml")
 
 
 def test_errors_in_a_profile_name_the_profile_file(tmp_path):

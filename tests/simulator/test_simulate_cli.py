@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
 from nictune.cli import main
 from nictune.simulator.metrics import CONTRACT_KEYS
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CONFIG = {
     "hosts": {"h": {"cores": 2}},
@@ -282,3 +287,20 @@ def test_the_table_says_which_cores_take_several_transmissions(cfg, tmp_path, ca
     # only cores serving a transmission asked for, saying how many of theirs are shown
     assert _core_line(capsys, path, "--transmission", "a").startswith(
         "  h core 0: 2 transmissions (1 shown), ")
+
+
+def test_a_reader_that_goes_away_ends_the_output_quietly(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`nictune simulate … --json | head -1` was a BrokenPipeError traceback."""
+    read, write = os.pipe()
+    os.close(read)  # (`head` has read its line and gone)
+    out = os.fdopen(write, "w")
+    monkeypatch.setattr(sys, "stdout", out)
+    try:
+        code = main(["simulate", str(ROOT / "configs" / "paper-47.yaml"), "--engine", "fast",
+                     "--json"])
+    finally:
+        monkeypatch.undo()
+        out.close()
+    assert code == 141
+    assert "Traceback" not in capsys.readouterr().err
