@@ -179,18 +179,22 @@ def repredict(plan: Plan, result: dict[str, Any], engine: str = "des",
     source = "default costs"
     if costs is not None:
         source = "given costs"
-    else:
+    elif plan.config and Path(plan.config).is_file():  # (not /dev/zero or a FIFO)
         try:
             config = load_config(plan.config)
             hosts = {name: h.costs for name, h in config.hosts.items()}
-            source = f"costs of {plan.config}"
+            changed = plan.config_hash and config.digest != plan.config_hash
+            source = f"costs of {plan.config}" + (
+                " (changed since the plan was made)" if changed else "")
         except InputError:
             pass
     out: dict[str, Any] = {}
     for tid in result["transmissions"]:
         entry = plan.entry(tid)
         host_costs = costs or hosts.get(entry.host, Costs())
-        block: dict[str, Any] = {"engine": engine, "costs": source}
+        block: dict[str, Any] = {"engine": engine, "costs": source if costs or not hosts or
+                                 entry.host in hosts else
+                                 f"default costs ({entry.host} is not in {plan.config})"}
         for arm in ("default", "optimized"):
             setting = entry.setting if arm == "optimized" else entry.default_setting
             preds = [predict(host_costs, {**r, "packet_size": r["raw"]["spec"]["packet_size"]},

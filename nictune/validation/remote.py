@@ -11,6 +11,7 @@ import contextlib
 import ipaddress
 import itertools
 import json
+import math
 import re
 import secrets
 import shlex
@@ -189,7 +190,41 @@ def agent_result(host: str, text: str) -> dict[str, Any]:
     missing = [k for k in ("counters_before", "counters_after") if k not in result]
     if missing:
         raise RunError(f"{host}: the agent's result has no {' or '.join(missing)}")
+    bad = next((k for k, ok in _AGENT_FIELDS.items() if k not in result or not ok(result[k])),
+               None)
+    if bad is not None:
+        raise RunError(f"{host}: the agent's result has a malformed {bad}: "
+                       f"{str(result[bad])[:80]!r}" if bad in result else
+                       f"{host}: the agent's result has no {bad}")
     return result
+
+
+def _count(x: object) -> bool:
+    return type(x) is int and x >= 0
+
+
+def _seconds(x: object) -> bool:
+    return type(x) in (int, float) and math.isfinite(x) and x >= 0  # type: ignore[arg-type]
+
+
+def _texts(x: object) -> bool:
+    return isinstance(x, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                       for k, v in x.items())
+
+
+# what `derive` and the report read from an agent's result, and what each must be
+_AGENT_FIELDS: dict[str, Any] = {
+    "counters_before": _texts, "counters_after": _texts,
+    **dict.fromkeys(("packets", "bytes", "wakeups", "ring_drops", "context_switches"),
+                    _count),
+    # (PF_RING cannot observe these: None)
+    **dict.fromkeys(("empty_wakeups", "stranded"), lambda x: x is None or _count(x)),
+    "cpu_s": _seconds,
+    **dict.fromkeys(("first_arrival", "last_arrival", "last_delivery"),
+                    lambda x: x is None or _seconds(x)),
+    "backend": lambda x: isinstance(x, str), "notes": lambda x: isinstance(x, list),
+    "ring": lambda x: x is None or isinstance(x, dict),
+}
 
 
 LOSS_LIMIT = 0.001  # above 0.1 % the receiver limited the run

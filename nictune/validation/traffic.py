@@ -30,6 +30,7 @@ from nictune.plan import PlanEntry
 HEADER_BYTES = 28  # IPv4 (20) + UDP (8)
 LINGER_S = 1.0  # hping3 waits this long for replies once the count is sent
 MIN_INTERVAL_US = 1
+HPING_MAX = 2**31 - 1  # hping3 reads -c and -i uN as C ints
 _SUMMARY = re.compile(r"(\d+) packets transmitted, (\d+) packets received")
 _STAMP = re.compile(r"^\d{9,}\.\d+\Z")
 
@@ -76,13 +77,16 @@ def spec_for(entry: PlanEntry, target: str, port: int, scale: float | None = Non
     rate = entry.rate_pps
     if max_rate:
         rate = min(rate, max_rate) if rate else max_rate
-    if rate <= 0:
+    if not rate > 0 or not math.isfinite(rate):
         raise InputError(f"transmission {entry.id}: rate_pps must be > 0 to pace hping3")
+    if 1e6 / rate > HPING_MAX:
+        raise InputError(f"transmission {entry.id}: rate_pps {rate:g} paces packets further "
+                         f"apart than hping3 can ({HPING_MAX} µs)")
     interval = max(MIN_INTERVAL_US, round(1e6 / rate))
     if duration is not None:
         if duration <= 0:
             raise InputError(f"--duration: expected seconds > 0, got {duration}")
-        count = max(1, round(rate * duration))
+        count = max(1, _packets(entry, rate * duration))
     else:
         scale = 1.0 if scale is None else scale
         if not 0 < scale <= 1:
@@ -91,8 +95,16 @@ def spec_for(entry: PlanEntry, target: str, port: int, scale: float | None = Non
         if total <= 0:
             raise InputError(f"transmission {entry.id}: size_bytes missing in the plan; "
                              "use --duration")
-        count = max(1, round(total * scale))
+        count = max(1, _packets(entry, total * scale))
     return TrafficSpec(entry.id, target, port, entry.packet_size, count, interval)
+
+
+def _packets(entry: PlanEntry, count: float) -> int:
+    """`count` packets for one hping3 run (its -c is a C int: 2^32 + 1 sent one)."""
+    if not count <= HPING_MAX:
+        raise InputError(f"transmission {entry.id}: {count:.3g} packets are more than "
+                         f"hping3 sends in one run ({HPING_MAX}); use --scale or --duration")
+    return round(count)
 
 
 def flood_spec(transmission: str, target: str, port: int, packet_size: int,

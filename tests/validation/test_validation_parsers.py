@@ -62,6 +62,21 @@ def test_spec_needs_size_or_duration() -> None:
         traffic.spec_for(entry(rate_pps=0.0), "10.0.0.2", 1, duration=1.0)
 
 
+@pytest.mark.parametrize("kw, duration, msg", [
+    ({"rate_pps": 5e-324}, 1.0, "further apart than hping3 can"),  # (OverflowError)
+    ({"rate_pps": 1e-4}, 1.0, "further apart than hping3 can"),
+    ({"rate_pps": 1e308}, 10.0, "more than hping3 sends in one run"),  # (OverflowError)
+    ({"size_bytes": 1e300}, None, "more than hping3 sends in one run"),  # (a 294-digit -c)
+    ({"rate_pps": float("nan")}, 1.0, "rate_pps must be > 0"),
+])
+def test_spec_refuses_what_hping3_cannot_send(kw: dict, duration: float | None,
+                                              msg: str) -> None:
+    """hping3 reads -c and -i uN as C ints: -c 4294967297 sent one packet."""
+    with pytest.raises(InputError, match=msg):
+        traffic.spec_for(entry(**kw), "10.0.0.2", 1, duration=duration)
+    assert traffic.spec_for(entry(rate_pps=1.0), "10.0.0.2", 1, duration=60.0).count == 60
+
+
 def test_parse_real_count_run() -> None:
     raw, spec = capture("count")
     res = traffic.parse_hping3(raw["stdout"], raw["stderr"], raw["rc"], spec)
@@ -287,8 +302,35 @@ def test_the_agents_result_must_be_an_object_with_its_counters(text: str, messag
     tracebacks from `validate` and `calibrate`."""
     with pytest.raises(RunError, match=f"^rx1: .*{re.escape(message)}"):
         agent_result("rx1", text)
-    good = agent_result("rx1", '{"counters_before": {}, "counters_after": {}, "x": 1}')
-    assert good["x"] == 1
+    assert agent_result("rx1", json.dumps({**GOOD_RESULT, "x": 1}))["x"] == 1
+
+
+# the fields `derive` and the report read, as the agent writes them
+GOOD_RESULT = {"counters_before": {"/proc/stat": "cpu 1 2 3"}, "counters_after": {},
+               "packets": 2, "bytes": 3000, "wakeups": 1, "empty_wakeups": 0,
+               "ring_drops": 0, "stranded": 0, "context_switches": 4, "cpu_s": 0.01,
+               "first_arrival": 1.5, "last_arrival": 1.6, "last_delivery": None,
+               "backend": "af_packet", "notes": [], "ring": {"ring": "tpacket_v3"}}
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("counters_before", []), ("counters_after", {"/proc/stat": 5}), ("packets", "x"),
+    ("packets", -1), ("packets", True), ("bytes", 1.5), ("cpu_s", float("nan")),
+    ("first_arrival", "soon"), ("last_delivery", -2.0), ("backend", None), ("notes", {}),
+    ("ring", 3),
+])
+def test_a_malformed_agent_result_is_one_line(field: str, value: object) -> None:
+    """A review's agent wrote `"counters_before": []`: an AttributeError traceback from
+    `validate` after the run (KeyError, TypeError likewise for the numbers)."""
+    text = json.dumps({**GOOD_RESULT, field: value})
+    with pytest.raises(RunError, match=f"^rx1: the agent's result has a malformed {field}"):
+        agent_result("rx1", text)
+    pfring = {**GOOD_RESULT, "empty_wakeups": None, "stranded": None, "backend": "pfring"}
+    assert agent_result("rx1", json.dumps(pfring))["stranded"] is None  # not observable
+    text = json.dumps({k: v for k, v in GOOD_RESULT.items() if k != field})
+    if field not in ("counters_before", "counters_after"):
+        with pytest.raises(RunError, match=f"malformed {field}|no {field}"):
+            agent_result("rx1", text)
 
 
 def test_the_receivers_address_from_ip_addr() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,32 @@ def result() -> dict:
     doc["runs"] = [{**r, "raw": raw} for r, raw in zip(doc.pop("runs"), doc.pop("raw_runs"),
                                                         strict=True)]
     return doc
+
+
+def test_the_plans_config_is_read_only_when_it_is_a_file_and_its_costs_say_so(
+        result: dict, tmp_path: Path) -> None:
+    """The re-prediction loaded `config:` unchecked after all the runs: /dev/zero read
+    without end, and another config's costs were labelled as the plan's."""
+    plan = load_plan(DATA / "validate-plan.yaml")
+    one = ["t-rx2"]
+    assert calibrate.repredict(replace(plan, config="/dev/zero"), {**result, "transmissions":
+                                                                   one}, engine="fast")[
+        "t-rx2"]["costs"] == "default costs"
+    config = {"hosts": {"rx2": {"cores": 2, "costs": {"irq": "3us"}}},
+              "nics": {"n": {"host": "rx2", "link": "10Gbit/s"}},
+              "transmissions": [{"id": "t", "nic": "n", "size": "1MB", "packet_size": 512,
+                                 "rate": "8kpps"}]}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    again = calibrate.repredict(replace(plan, config=str(path)),
+                                {**result, "transmissions": one}, engine="fast")
+    assert again["t-rx2"]["costs"] == f"costs of {path} (changed since the plan was made)"
+    config["hosts"] = {"other": config["hosts"]["rx2"]}
+    config["nics"]["n"]["host"] = "other"
+    path.write_text(yaml.safe_dump(config))
+    again = calibrate.repredict(replace(plan, config=str(path)),
+                                {**result, "transmissions": one}, engine="fast")
+    assert again["t-rx2"]["costs"] == f"default costs (rx2 is not in {path})"
 
 
 def test_report_files_tables_and_verdicts(result: dict, tmp_path: Path,
