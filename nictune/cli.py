@@ -15,6 +15,7 @@ import re
 import signal
 import stat
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,11 +69,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# commands that change hosts: SIGTERM (a service manager, `timeout`) cleans up as Ctrl-C
+# does — hosts restored, results printed — instead of ending with a host left tuned
+HOST_COMMANDS = ("probe", "deploy", "rollback", "validate", "calibrate")
+
+
+class _Terminated:
+    """A SIGTERM handler that stops the command like Ctrl-C (KeyboardInterrupt in the
+    main thread) and remembers that it was SIGTERM, for the exit code."""
+
+    def __init__(self) -> None:
+        self.pid, self.seen = os.getpid(), False
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        if os.getpid() != self.pid:  # (a forked child: die as usual)
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        self.seen = True
+        raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    term = _Terminated()
+    previous = None
+    if args.command in HOST_COMMANDS and threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, term)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        # (a command that handles Ctrl-C itself returns 130)
+        return 128 + signal.SIGTERM if term.seen and code == 130 else code
     except InputError as exc:
         print(f"nictune {args.command}: error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
@@ -80,6 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"nictune {args.command}: failed: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
+        if term.seen:
+            print(f"nictune {args.command}: terminated (SIGTERM)", file=sys.stderr)
+            return 128 + signal.SIGTERM
         print(f"nictune {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
@@ -90,6 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _stdout_is_a_pipe() -> bool:

@@ -86,6 +86,34 @@ def test_probe_prints_the_hosts_probed_before_ctrl_c(
     assert "nictune probe: interrupted; not started: h1" in out.err
 
 
+def test_sigterm_stops_a_rollback_as_ctrl_c_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """SIGTERM (a service manager, `timeout`) ended the process at once: a validation's
+    receiver was left at an arm's setting. Now the host under way finishes, nothing more
+    starts, and the exit code says SIGTERM (143); the handler is put back afterwards."""
+    (tmp_path / "key").write_text("x")
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text("defaults: {key_file: key}\nhosts:\n  h0: {address: 192.0.2.1}\n"
+                   "  h1: {address: 192.0.2.2}\n")
+
+    def one(_args: object, hosts: list[HostInventory], _fn: object) -> GroupResult[Any]:
+        def work(host: HostInventory) -> HostResult:
+            if host.name == "h0":
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.3)
+            return HostResult(host.name, "rolled-back", True)
+        return run_group(hosts, work, workers=1)
+
+    monkeypatch.setattr(hosts_cli, "_run", one)
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["rollback", "--inventory", str(inv)]) == 143
+    out = capsys.readouterr()
+    assert "h0: rolled-back" in out.out and "not started (interrupted): h1" in out.out
+    assert "Traceback" not in out.err
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 def _interrupted_after_h0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                           value: object) -> Path:
     """An inventory of h0 and h1, and a run that Ctrl-C stops after h0 gave `value`."""
