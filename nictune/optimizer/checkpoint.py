@@ -26,7 +26,10 @@ CHECKPOINT = "checkpoint.json"
 CHECKPOINT_FORMAT = 2  # 2: the archives' eligibility holds the worst end (1 did not)
 VERIFY = ("des", "none")
 
-MAX_POPULATION = 1_000_000  # (beyond: NumPy cannot draw the first generation)
+MIN_POPULATION = 4
+MAX_POPULATION = 10_000  # (each generation compares every pair of a host's archive, O(n²):
+# on paper-47 3 000 take 31 s for two generations, 20 000 none in 10 min; a million was
+# accepted and asked for 116 GiB)
 
 
 @dataclass(frozen=True)
@@ -152,9 +155,9 @@ def _check_state(s: State) -> None:
     if o.verify not in VERIFY or o.prefer not in PREFERENCES or o.engine not in ENGINES:
         raise ValueError(f"options engine {o.engine!r}, verify {o.verify!r}, prefer "
                          f"{o.prefer!r}")
-    for name, least, most in (("population", 1, MAX_POPULATION), ("generations", 0, None),
-                              ("seed", 0, None), ("checkpoint_every", 1, None),
-                              ("window", 1, None)):
+    for name, least, most in (("population", MIN_POPULATION, MAX_POPULATION),
+                              ("generations", 0, None), ("seed", 0, None),
+                              ("checkpoint_every", 1, None), ("window", 1, None)):
         value = getattr(o, name)
         if not _count(value, least) or (most is not None and value > most):
             shown = shown_int(value) if isinstance(value, int) else repr(value)
@@ -172,6 +175,17 @@ def _check_state(s: State) -> None:
         raise ValueError("a fitness or crowding distance that is not a finite number")
     if not s.archives or any(a.genes.ndim != 2 or not len(a.genes) for a in s.archives):
         raise ValueError("an empty or malformed host archive")
+    for a in s.archives:  # (rows of genes, values, violation and worst belong together)
+        n = len(a.genes)
+        if a.values.ndim != 2 or len(a.values) != n or a.violation.shape != (n,) or \
+                a.worst.shape != (n,):
+            raise ValueError("a host archive whose genes, values, violation and worst "
+                             "differ in length")
+        if not all(np.isfinite(x).all() for x in (a.genes, a.values, a.violation, a.worst)):
+            raise ValueError("a host archive with a value that is not a finite number")
+    if not all(isinstance(g, list) and all(is_finite_number(x) for x in g)
+               for g in s.population):
+        raise ValueError("an individual whose genes are not finite numbers")
     _check_logbook(s.logbook, s.generation)
     try:
         np.random.Generator(np.random.PCG64()).bit_generator.state = s.numpy_state

@@ -18,6 +18,7 @@ from nictune.errors import InputError
 from nictune.model import load_config
 from nictune.optimizer.checkpoint import (
     MAX_POPULATION,
+    MIN_POPULATION,
     VERIFY,
     Options,
     State,
@@ -33,7 +34,6 @@ from nictune.optimizer.search import Search
 from nictune.simulator import ENGINES
 
 DEFAULTS = Options()
-MIN_POPULATION = 4
 MAX_WORKERS = 1024
 
 

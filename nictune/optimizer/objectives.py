@@ -140,9 +140,16 @@ def dominated(values: np.ndarray, maximise: tuple[int, ...] = (0,)) -> np.ndarra
     minimised)."""
     signed = values.copy()
     signed[:, list(maximise)] *= -1.0
-    better_eq = (signed[:, None, :] <= signed[None, :, :]).all(axis=2)
-    strictly = (signed[:, None, :] < signed[None, :, :]).any(axis=2)
-    return (better_eq & strictly).any(axis=0)
+    out = np.zeros(len(signed), dtype=bool)
+    # (in blocks of columns: the pairwise comparison of a whole archive of n rows took
+    # n² · objectives bytes at once, 116 GiB for a population of a million)
+    step = max(1, (1 << 26) // max(1, len(signed) * signed.shape[1]))
+    for j in range(0, len(signed), step):
+        block = signed[None, j:j + step, :]
+        better_eq = (signed[:, None, :] <= block).all(axis=2)
+        strictly = (signed[:, None, :] < block).any(axis=2)
+        out[j:j + step] = (better_eq & strictly).any(axis=0)
+    return out
 
 
 def crowding(values: np.ndarray) -> np.ndarray:

@@ -74,7 +74,9 @@ def test_optimizer_cli_prints_the_table_without_json(
 @pytest.mark.parametrize(("extra", "message"), [
     (["--population", "0"], "--population: must be at least 4, got 0"),
     # (NumPy's "Maximum allowed dimension exceeded", and the process pool's OverflowError)
-    (["--population", "1" + "0" * 20], "--population: must be at most 1000000, got 1000"),
+    (["--population", "1" + "0" * 20], "--population: must be at most 10000, got 1000"),
+    # (a million was accepted and asked for 116 GiB in the archive's pairwise comparison)
+    (["--population", "1000000"], "--population: must be at most 10000, got 1000000"),
     (["--workers", "1" + "0" * 20], "--workers: must be at most 1024, got 1000"),
     (["--prefer", "x"], "invalid choice: 'x'"),
     (["--engine", "gpu"], "invalid choice: 'gpu'"),
@@ -403,7 +405,14 @@ def _cut(key: str, keep: int):
     # null gene ran silently as NaN)
     (lambda d: d.__setitem__("logbook", 5), "logbook: expected a list"),
     (lambda d: d["logbook"][-1].__setitem__("front", "x"), "logbook: a malformed row"),
-    (lambda d: d["population"][0].__setitem__(0, None), "do not fit"),
+    (lambda d: d["population"][0].__setitem__(0, None), "not finite numbers"),
+    (lambda d: d["population"][0].__setitem__(0, "nan"), "not finite numbers"),
+    # (a review: IndexError and ValueError tracebacks from the archive's pick)
+    (lambda d: d["archives"][0].__setitem__("values", []), "differ in length"),
+    (lambda d: d["archives"][0].__setitem__("violation", []), "differ in length"),
+    (lambda d: d["archives"][0].__setitem__("worst", []), "differ in length"),
+    (lambda d: d["archives"][0]["values"][0].__setitem__(0, float("nan")), "not a finite"),
+    (lambda d: d["options"].__setitem__("population", 2), "population 2"),
     # (a review: an OverflowError, a ValueError inside NumPy, a NaN accepted silently)
     (lambda d: d.__setitem__("generation", float("inf")), "infinity"),
     (lambda d: d["options"].__setitem__("population", 10 ** 30), "population"),
