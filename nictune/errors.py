@@ -35,6 +35,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # (`<<: *anchor`: its keys yield to the mapping's own)
             key = self.construct_object(key_node, deep=True)
             if not isinstance(key, str | int | float):
                 continue  # (unhashable keys fail in the base class)

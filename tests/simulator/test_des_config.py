@@ -335,3 +335,19 @@ def test_numeric_host_and_nic_names_resolve_and_collide():
     raw["hosts"]["1"] = {"cores": 8}
     with pytest.raises(ConfigError, match=r"^x\.yaml: hosts: '1' is given twice$"):
         parse_config(raw, "x.yaml")
+
+
+def test_yaml_merge_keys_are_read_and_a_mappings_own_keys_still_unique(tmp_path):
+    """`<<: *anchor` was refused as "could not determine a constructor" (the duplicate-key
+    check read the merge key as a key); a key the mapping repeats is still refused, and one
+    it shares with the anchor overrides it, as YAML says."""
+    (tmp_path / "c.yaml").write_text(
+        "hosts: {h: {cores: 2}}\nnics: {n1: {host: h, link: 10Gbit/s}}\ntransmissions:\n"
+        "  - &t {id: t1, nic: n1, size: 1MB, packet_size: 1000, rate: 10kpps}\n"
+        "  - {<<: *t, id: t2, packet_size: 500}\n")
+    t1, t2 = load_config(tmp_path / "c.yaml").transmissions
+    assert (t2.id, t2.packet_size, t2.rate) == ("t2", 500, t1.rate)
+    (tmp_path / "c.yaml").write_text(
+        (tmp_path / "c.yaml").read_text().replace("packet_size: 500}", "id: t3}"))
+    with pytest.raises(ConfigError, match="duplicate key 'id'"):
+        load_config(tmp_path / "c.yaml")
