@@ -125,6 +125,8 @@ def _path(value: Any, base: Path, source: str, where: str, must_exist: bool) -> 
             raise _fail(source, where, f"no such file {path}")
         if not must_exist and not path.parent.is_dir():
             raise _fail(source, where, f"directory {path.parent} does not exist")
+        if path.is_dir():
+            raise _fail(source, where, f"{path} is a directory, not a file")
     except OSError as exc:  # (a name too long, say)
         raise _fail(source, where, f"not a usable path {value!r}: {exc.strerror}") from None
     except RuntimeError as exc:
@@ -228,4 +230,8 @@ def check_plan_nics(inventory: Inventory, pairs: Iterable[tuple[str, str]],
         if host not in inventory.hosts:
             raise InventoryError(f"{source}: host {host!r} is not in the inventory "
                                  f"{inventory.path} (hosts: {', '.join(inventory.hosts)})")
-        inventory.hosts[host].iface(nic)
+        try:
+            inventory.hosts[host].iface(nic)
+        except InventoryError as exc:
+            raise InventoryError(f"{source}: {exc}; the inventory is {inventory.path}") \
+                from None

@@ -71,6 +71,7 @@ def test_addresses_with_and_without_an_ipv6_zone(tmp_path: Path, address: str) -
     ({"user": "root; id"}, "user"),
     ({"key_file": "missing_key"}, "key_file"),
     ({"known_hosts": "nodir/known_hosts"}, "known_hosts"),
+    ({"known_hosts": "."}, "known_hosts"),  # (a directory: "unknown host key" at connect)
     ({"root": "relative/path"}, "root"),
     ({"root": "/a/../etc"}, "root"),
     ({"netns": "ns; id"}, "netns"),
@@ -119,7 +120,7 @@ def test_one_machine_under_two_names_is_refused(tmp_path: Path) -> None:
 def test_plan_must_match_inventory(tmp_path: Path) -> None:
     inv = load_inventory(write_inventory(tmp_path))
     check_plan_nics(inv, [("rx1", "nic-1")])
-    with pytest.raises(InventoryError, match="no nic 'nic-9'"):
+    with pytest.raises(InventoryError, match=r"^plan: host rx1: no nic 'nic-9'"):
         check_plan_nics(inv, [("rx1", "nic-9")])
     with pytest.raises(InventoryError, match="host 'rx9'"):
         check_plan_nics(inv, [("rx9", "nic-1")])
