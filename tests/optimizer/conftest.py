@@ -34,3 +34,8 @@ def small_config(tmp_path: Path) -> Path:
     path = tmp_path / "small.yaml"
     path.write_text(yaml.safe_dump(SMALL, sort_keys=False))
     return path
+
+
+@pytest.fixture(scope="module")
+def small_config_text() -> str:
+    return yaml.safe_dump(SMALL, sort_keys=False)

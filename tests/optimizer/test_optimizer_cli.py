@@ -390,6 +390,19 @@ def _cut(key: str, keep: int):
     return lambda doc: doc.__setitem__(key, doc[key][:keep])
 
 
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory: pytest.TempPathFactory, small_config_text: str
+            ) -> tuple[Path, str]:
+    """The small config and the checkpoint a short run of it writes (one run for all the
+    damaged-checkpoint cases)."""
+    base = tmp_path_factory.mktemp("one-run")
+    config = base / "small.yaml"
+    config.write_text(small_config_text)
+    assert main(["optimize", str(config), "--out", str(base / "r"), *FAST, "--verify",
+                 "none", "--json"]) == 0
+    return config, (base / "r" / "checkpoint.json").read_text()
+
+
 @pytest.mark.parametrize("damage, named", [
     (_cut("population", 3), "3 individuals"),
     (_cut("crowding", 2), "2 crowding distances"),
@@ -419,19 +432,18 @@ def _cut(key: str, keep: int):
     (lambda d: d["fitness"][0].__setitem__(0, float("nan")), "not a finite number"),
 ])
 def test_a_damaged_checkpoint_is_one_line_exit_2(
-        small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        one_run: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
         damage, named: str) -> None:
     """Found by a review: each of these was a traceback (zip, numpy, DEAP, a division by
     zero) or, for the engine and the generation, ran silently."""
+    config, text = one_run
     out = tmp_path / "r"
-    assert main(["optimize", str(small_config), "--out", str(out), *FAST, "--verify",
-                 "none"]) == 0
-    doc = json.loads((out / "checkpoint.json").read_text())
+    out.mkdir()
+    doc = json.loads(text)
     damage(doc)
     (out / "checkpoint.json").write_text(json.dumps(doc))
     capsys.readouterr()
-    assert main(["optimize", str(small_config), "--resume", str(out), "--generations",
-                 "5"]) == 2
+    assert main(["optimize", str(config), "--resume", str(out), "--generations", "5"]) == 2
     err = capsys.readouterr().err.strip()
     assert "damaged checkpoint" in err and named in err and "\n" not in err, err
 

@@ -222,8 +222,8 @@ def test_a_fallback_pick_keeps_the_worst_wait_rule() -> None:
 
 def test_dominated_in_blocks_is_the_pairwise_comparison() -> None:
     """`dominated` compares a large archive in blocks of columns (at once it asked for
-    n² · objectives bytes); 4 500 rows of 8 objectives take three blocks."""
-    values = np.random.default_rng(3).integers(0, 6, (4500, 8)).astype(float)
+    n² · objectives bytes); 3 000 rows of 8 objectives take two blocks."""
+    values = np.random.default_rng(3).integers(0, 6, (3000, 8)).astype(float)
     signed = values.copy()
     signed[:, 0] *= -1.0
     pairwise = ((signed[:, None, :] <= signed[None, :, :]).all(axis=2)
