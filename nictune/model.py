@@ -289,7 +289,8 @@ def _fmt(value: float | None) -> str:
         return "?"
     if isinstance(value, int):
         return shown_int(value)
-    return str(int(value)) if value.is_integer() else f"{value:g}"
+    # (a whole float past 10^15, 1e300 say, printed all its 301 digits)
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:g}"
 
 
 def _integer(value: Any) -> int:
@@ -316,10 +317,24 @@ def _names(section: dict[Any, Any], source: str, what: str) -> dict[str, Any]:
     """`section` keyed by name; `1:` and `'1':` are one name, given twice."""
     out: dict[str, Any] = {}
     for key, value in section.items():
+        if isinstance(key, bool) or key is None:
+            raise ConfigError(f"{source}: {what}: {_NOT_A_NAME} {key!r}")
         if str(key) in out:
             raise ConfigError(f"{source}: {what}: {str(key)!r} is given twice")
         out[str(key)] = value
     return out
+
+
+# (YAML 1.1 reads yes/no/on/off/true/false as booleans and ~ as null: a host `on:` or an
+# id `yes` became "True" and "None")
+_NOT_A_NAME = "a name must be text (quote yes, no, on, off, true, false and ~), got"
+
+
+def _id_text(value: Any) -> str:
+    """An id as written: numbers read as their text, booleans and null refused."""
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"{_NOT_A_NAME} {value!r}")
+    return _identifier(str(value))
 
 
 def _identifier(value: Any) -> str:
@@ -481,7 +496,7 @@ TRANSMISSION_KEYS = ("id", "nic", "size", "packet_size", "rate", "arrival", "ono
 def _parse_transmission(i: int, raw: object, nics: dict[str, Nic], hosts: dict[str, Host],
                         source: str) -> Transmission:
     f = _Fields(raw, source, f"transmissions[{i}]", TRANSMISSION_KEYS)
-    tid = f.required("id", lambda v: _identifier(str(v)))
+    tid = f.required("id", _id_text)
     nic_name = _name(f.raw.get("nic"))
     if not isinstance(nic_name, str) or nic_name not in nics:
         f.fail(f"unknown nic {nic_name!r} (nics: {', '.join(list(nics)[:8]) or 'none'})", "nic")

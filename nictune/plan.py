@@ -124,6 +124,8 @@ def _check_setting(raw: object, where: str) -> NicSetting:
         return NicSetting(**{**setting.__dict__, "poll_interval": seconds("poll_interval_s",
                                                                           MIN_INTERVAL)})
     if mode == "watermark":
+        if ring < 2:  # (the watermark is at most half the ring: "between 1 and 0")
+            raise fail("ring_slots", f"a watermark needs a ring of at least 2 slots, got {ring}")
         timeout = 0.0 if raw.get("watermark_timeout_s") is None else seconds(
             "watermark_timeout_s", 0.0)
         return NicSetting(**{**setting.__dict__, "watermark": integer("watermark", 1, ring // 2),

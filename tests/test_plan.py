@@ -66,6 +66,9 @@ def _doc() -> dict:
     (lambda d: d["transmissions"][0]["setting"].update(watermark=4096),
      r"watermark: must be a whole number between 1 and 1024"),
     (lambda d: d["transmissions"][0]["setting"].update(ring_slots="4096"), "ring_slots"),
+    # (it read "watermark: must be a whole number between 1 and 0")
+    (lambda d: d["transmissions"][0]["setting"].update(ring_slots=1),
+     "ring_slots: a watermark needs a ring of at least 2 slots"),
     (lambda d: d["transmissions"][1]["setting"].update(watermark=3), "not used by mode"),
     (lambda d: d["transmissions"][1]["setting"].update(poll_interval_s=-1), "poll_interval_s"),
     (lambda d: d["transmissions"][0].update(colour="red"), "colour: unknown key"),

@@ -169,6 +169,10 @@ BAD = [
     ({"transmissions.0.onoff": {"on": "1ms"}}, r"onoff: is only used with arrival onoff"),
     ({"transmissions.1.onoff": {"on": "1ms", "of": "1ms"}}, r"onoff\.of: unknown key 'of'"),
     ({"transmissions.1.id": "t1"}, r"transmissions\[1\]\.id: duplicate id 't1'"),
+    # (YAML 1.1 read `id: yes` as True: the transmission was named "True")
+    ({"transmissions.0.id": True}, r"transmissions\[0\]\.id: a name must be text .* got True"),
+    # (a whole float printed all its digits: 301 of them)
+    ({"transmissions.0.rate": 1e300}, r"transmissions\[0\]\.rate: must be between .* got 1e\+300$"),
     ({"transmissions": []}, r"transmissions: is required and must not be empty"),
     ({"hosts": ["h1"]}, r"hosts: expected a mapping of host name"),
     ({"nics": ["n1"]}, r"nics: expected a mapping of NIC name"),
@@ -351,3 +355,16 @@ def test_yaml_merge_keys_are_read_and_a_mappings_own_keys_still_unique(tmp_path)
         (tmp_path / "c.yaml").read_text().replace("packet_size: 500}", "id: t3}"))
     with pytest.raises(ConfigError, match="duplicate key 'id'"):
         load_config(tmp_path / "c.yaml")
+
+
+def test_a_host_named_on_must_be_quoted(tmp_path):
+    """YAML 1.1 reads `on:` as True: the host was named "True" and its NICs' `host: on`
+    pointed at it by accident."""
+    (tmp_path / "c.yaml").write_text(
+        "hosts: {on: {cores: 2}}\nnics: {n1: {host: 'on', link: 10Gbit/s}}\n"
+        "transmissions: [{id: t, nic: n1, size: 1MB, packet_size: 1000, rate: 1kpps}]\n")
+    with pytest.raises(ConfigError, match=r"hosts: a name must be text .* got True"):
+        load_config(tmp_path / "c.yaml")
+    (tmp_path / "c.yaml").write_text(
+        (tmp_path / "c.yaml").read_text().replace("{on:", "{'on':"))
+    assert list(load_config(tmp_path / "c.yaml").hosts) == ["on"]
