@@ -134,6 +134,20 @@ def _path(value: Any, base: Path, source: str, where: str, must_exist: bool) -> 
     return path
 
 
+def _private_key(path: Path, source: str, where: str) -> Path:
+    """`path` if it holds a PEM or OpenSSH private key (by its first line): a public key or
+    another file failed only at connect, as a host's failure, after others had changed."""
+    try:
+        with path.open("rb") as fh:
+            first = fh.readline(200)
+    except OSError as exc:
+        raise _fail(source, where, f"cannot read {path}: {exc.strerror}") from None
+    if not (first.startswith(b"-----BEGIN ") and b"PRIVATE KEY-----" in first):
+        hint = " (the .pub key?)" if first.startswith((b"ssh-", b"ecdsa-")) else ""
+        raise _fail(source, where, f"{path} is not a private key{hint}")
+    return path
+
+
 def _host(name: Any, raw: Any, defaults: dict[str, Any], base: Path,
           source: str) -> HostInventory:
     if not isinstance(name, str) or not HOST_NAME.match(name):
@@ -180,8 +194,9 @@ def _host(name: Any, raw: Any, defaults: dict[str, Any], base: Path,
         address=_address(f["address"], source, f"{where}.address"),
         port=port, user=user, sudo=sudo, nics=dict(nics), netns=netns, root=root,
         state_dir=base / ".nictune",
-        key_file=_path(f.get("key_file", "id_ed25519"), base, source, f"{where}.key_file",
-                       must_exist=True),
+        key_file=_private_key(_path(f.get("key_file", "id_ed25519"), base, source,
+                                    f"{where}.key_file", must_exist=True),
+                              source, f"{where}.key_file"),
         known_hosts=_path(f.get("known_hosts", "known_hosts"), base, source,
                           f"{where}.known_hosts", must_exist=False),
     )

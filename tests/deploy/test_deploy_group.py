@@ -19,6 +19,10 @@ from nictune.deploy.inventory import HostInventory
 from nictune.deploy.probe import HostProbe
 from nictune.deploy.transaction import HostResult
 
+# (an inventory's key_file must look like a private key; no connection reads this one)
+FAKE_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\nnot a real key\n"
+            "-----END OPENSSH PRIVATE KEY-----\n")
+
 
 def test_ctrl_c_keeps_what_finished_and_starts_nothing_more() -> None:
     hosts = [HostInventory(f"h{i}", "192.0.2.1") for i in range(4)]
@@ -92,7 +96,7 @@ def test_sigterm_stops_a_rollback_as_ctrl_c_does(
     """SIGTERM (a service manager, `timeout`) ended the process at once: a validation's
     receiver was left at an arm's setting. Now the host under way finishes, nothing more
     starts, and the exit code says SIGTERM (143); the handler is put back afterwards."""
-    (tmp_path / "key").write_text("x")
+    (tmp_path / "key").write_text(FAKE_KEY)
     inv = tmp_path / "inventory.yaml"
     inv.write_text("defaults: {key_file: key}\nhosts:\n  h0: {address: 192.0.2.1}\n"
                    "  h1: {address: 192.0.2.2}\n")
@@ -117,7 +121,7 @@ def test_sigterm_stops_a_rollback_as_ctrl_c_does(
 def _interrupted_after_h0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                           value: object) -> Path:
     """An inventory of h0 and h1, and a run that Ctrl-C stops after h0 gave `value`."""
-    (tmp_path / "key").write_text("x")
+    (tmp_path / "key").write_text(FAKE_KEY)
     inv = tmp_path / "inventory.yaml"
     inv.write_text("defaults: {key_file: key}\nhosts:\n  h0: {address: 192.0.2.1}\n"
                    "  h1: {address: 192.0.2.2}\n")
@@ -135,7 +139,7 @@ def test_a_host_that_never_connected_has_every_result_key(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """docs/deploy.md's RESULT keys for every host (a refused connection had four)."""
     (tmp_path / "known_hosts").write_text("")
-    (tmp_path / "key").write_text("")
+    (tmp_path / "key").write_text(FAKE_KEY)
     inv = tmp_path / "inventory.yaml"
     inv.write_text(f"defaults: {{user: root, key_file: {tmp_path / 'key'}, "
                    f"known_hosts: {tmp_path / 'known_hosts'}}}\n"

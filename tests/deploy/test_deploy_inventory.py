@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -11,6 +12,10 @@ import yaml
 from nictune.cli import main
 from nictune.deploy.inventory import InventoryError, check_plan_nics, load_inventory
 
+# (an inventory's key_file must look like a private key; no connection reads this one)
+FAKE_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\nnot a real key\n"
+            "-----END OPENSSH PRIVATE KEY-----\n")
+
 PLAN = {"nictune_plan": 1, "transmissions": [
     {"id": "t1", "host": "rx1", "nic": "nic-1",
      "setting": {"mode": "active_wait", "ring_slots": 1024}}]}
@@ -18,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_inventory(tmp: Path, host: dict | None = None, **top: object) -> Path:
-    (tmp / "id_ed25519").write_text("not a real key\n")
+    (tmp / "id_ed25519").write_text(FAKE_KEY)
     entry = {"address": "192.0.2.1", "nics": {"nic-1": "eth1"}, **(host or {})}
     doc = {"defaults": {"key_file": "id_ed25519", "known_hosts": "known_hosts"},
            "hosts": {"rx1": entry}, **top}
@@ -115,6 +120,22 @@ def test_one_machine_under_two_names_is_refused(tmp_path: Path) -> None:
     doc["hosts"]["rx1b"] = {"address": "192.0.2.1", "netns": "b", "nics": {"nic-2": "eth2"}}
     path.write_text(yaml.safe_dump(doc))
     assert set(load_inventory(path).hosts) == {"rx1", "rx1b"}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA nictune\n", "is not a private key (the .pub key?)"),
+    ("", "is not a private key"),
+    ("PuTTY-User-Key-File-3: ssh-ed25519\n", "is not a private key"),
+])
+def test_a_key_file_that_is_no_private_key_is_refused(tmp_path: Path, text: str,
+                                                      message: str) -> None:
+    """It failed only at connect ("not a valid OPENSSH private key file", exit 1), as one
+    host's failure after the others had changed."""
+    path = write_inventory(tmp_path)
+    (tmp_path / "id_ed25519").write_text(text)
+    with pytest.raises(InventoryError, match=re.escape(f"hosts.rx1.key_file: {tmp_path}")
+                       + ".*" + re.escape(message)):
+        load_inventory(path)
 
 
 def test_plan_must_match_inventory(tmp_path: Path) -> None:

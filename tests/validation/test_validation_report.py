@@ -16,6 +16,10 @@ from nictune.cli import main
 from nictune.plan import load_plan
 from nictune.validation import calibrate, report, stats
 
+# (an inventory's key_file must look like a private key; no connection reads this one)
+FAKE_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\nnot a real key\n"
+            "-----END OPENSSH PRIVATE KEY-----\n")
+
 DATA = Path(__file__).with_name("data")
 
 
@@ -156,7 +160,7 @@ def test_relative_change_ci_covers_the_true_ratio() -> None:
 
 
 def _inventory(tmp_path: Path) -> Path:
-    (tmp_path / "id_ed25519").write_text("not used: no connection is made\n")
+    (tmp_path / "id_ed25519").write_text(FAKE_KEY)
     inv = tmp_path / "inventory.yaml"
     inv.write_text("hosts:\n  sender: {address: 10.0.0.1}\n"
                    "  rx1: {address: 10.0.0.2, nics: {rx1-veth0: veth0}}\n"
