@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from nictune.argtypes import count
+from nictune.errors import InputError
 from nictune.model import (
     MODES,
     Config,
@@ -57,6 +58,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.exact and args.engine == "fast":  # (it was accepted and did nothing)
+        raise InputError("--exact: the fast engine takes no window (it models the whole "
+                         "transmission); --exact is for --engine des")
     config = load_config(args.config)
     selected = config.select(args.transmission)
     overrides = {key: getattr(args, opt) for opt, key in OPTIONS.items()

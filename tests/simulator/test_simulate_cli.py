@@ -136,6 +136,8 @@ def test_table_by_default(cfg, capsys):
     (["--mode", "passive_wait", "--poll-interval", "5 lightyears"], "unknown unit 'lightyears'"),
     (["--ring-slots", "10"], "ring_slots: must be between 64 and 32768"),
     (["--transmission", "zz"], "no transmission 'zz'"),
+    # (accepted, and it did nothing)
+    (["--engine", "fast", "--exact"], "--exact is for --engine des"),
 ])
 def test_bad_options_exit_2_with_one_line(cfg, capsys, argv, message):
     assert main(["simulate", cfg, *argv]) == 2
