@@ -339,7 +339,8 @@ def _id_text(value: Any) -> str:
 
 def _identifier(value: Any) -> str:
     if not isinstance(value, str) or not _ID.match(value):
-        raise ValueError(f"expected a name of letters, digits, '_', '.', '-', got {value!r}")
+        raise ValueError("expected a name of up to 64 letters, digits, '_', '.', '-' (not "
+                         f"starting with '_', '.', '-'), got {value!r}")
     return value
 
 

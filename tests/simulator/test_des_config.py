@@ -155,6 +155,7 @@ BAD = [
     ({"transmissions.0.default": {"mode": "passive_wait", "poll_interval": float("nan")}},
      r"default\.poll_interval: must be a finite"),
     ({"transmissions.0.id": "bad id!"}, r"transmissions\[0\]\.id: expected a name"),
+    ({"transmissions.0.id": "a" * 65}, r"transmissions\[0\]\.id: expected a name of up to 64"),
     ({"hosts.h1.costs": [1, 2]}, r"hosts\.h1\.costs: expected a mapping"),
     ({"transmissions.0": "t1"}, r"transmissions\[0\]: expected a mapping, got str"),
     # required, references, choices
