@@ -14,9 +14,10 @@ from pathlib import Path
 from types import FrameType
 
 from nictune.argtypes import count, out_dir
-from nictune.errors import InputError
+from nictune.errors import InputError, RunError
 from nictune.model import load_config
 from nictune.optimizer.checkpoint import (
+    CHECKPOINT,
     MAX_POPULATION,
     MIN_POPULATION,
     VERIFY,
@@ -89,9 +90,7 @@ def _options(args: argparse.Namespace) -> tuple[Options, State | None]:
 
 def _out_directory(args: argparse.Namespace) -> Path:
     """--out, the --resume directory or runs/<config stem>, checked before the search
-    (not after it), with the last run's plan.yaml removed: from here on the directory
-    holds this run's checkpoint, and a plan beside it that this run did not write (an
-    interrupted or failed run) would be deployed as this run's."""
+    (not after it)."""
     if args.out:
         out = args.out
     else:
@@ -101,15 +100,21 @@ def _out_directory(args: argparse.Namespace) -> Path:
         except argparse.ArgumentTypeError as exc:
             what = "--resume" if args.resume else "the default output directory (give --out)"
             raise InputError(f"{what}: {exc}") from None
-    taken = [n for n in (*OUTPUTS, "checkpoint.json") if (out / n).is_dir()]
+    taken = [n for n in (*OUTPUTS, CHECKPOINT) if (out / n).is_dir()]
     if taken:
         raise InputError(f"{out}: {taken[0]} is a directory; the run writes a file there")
+    return out
+
+
+def _remove_last_plan(out: Path) -> None:
+    """From the search's start the directory holds this run's checkpoint: a plan.yaml
+    beside it that this run did not write (it is interrupted, or fails writing its
+    results) would be deployed as this run's. Called once every input is checked."""
     try:
         (out / "plan.yaml").unlink(missing_ok=True)
     except OSError as exc:
-        raise InputError(f"{out}: cannot remove the last run's plan.yaml: "
-                         f"{exc.strerror or exc}") from None
-    return out
+        raise RunError(f"{out}: cannot remove the last run's plan.yaml: "
+                       f"{exc.strerror or exc}") from None
 
 
 def default_workers(engine: str, verify: str, hosts: int) -> int:
@@ -190,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
                 search.resume(saved)
             else:
                 progress.starting(options.engine)
+            _remove_last_plan(out)
             with _Interrupts(search):
                 search.run()
             if search.stop_requested:

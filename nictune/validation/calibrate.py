@@ -192,9 +192,9 @@ def repredict(plan: Plan, result: dict[str, Any], engine: str = "des",
     for tid in result["transmissions"]:
         entry = plan.entry(tid)
         host_costs = costs or hosts.get(entry.host, Costs())
-        block: dict[str, Any] = {"engine": engine, "costs": source if costs or not hosts or
-                                 entry.host in hosts else
-                                 f"default costs ({entry.host} is not in {plan.config})"}
+        block: dict[str, Any] = {"engine": engine, "costs": source}
+        if costs is None and hosts and entry.host not in hosts:
+            block["costs"] = f"default costs ({entry.host} is not in {plan.config})"
         for arm in ("default", "optimized"):
             setting = entry.setting if arm == "optimized" else entry.default_setting
             preds = [predict(host_costs, {**r, "packet_size": r["raw"]["spec"]["packet_size"]},

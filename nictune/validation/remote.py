@@ -11,7 +11,6 @@ import contextlib
 import ipaddress
 import itertools
 import json
-import math
 import re
 import secrets
 import shlex
@@ -24,6 +23,7 @@ from nictune.deploy.inventory import HostInventory
 from nictune.deploy.parsers import is_count
 from nictune.deploy.transport import Connection
 from nictune.errors import RunError
+from nictune.units import is_finite_number
 from nictune.validation import agent, counters, pfring, traffic
 
 AGENT_DIR_PREFIX = "nictune-validate."  # + 6 random characters, under /tmp
@@ -187,15 +187,12 @@ def agent_result(host: str, text: str) -> dict[str, Any]:
         raise RunError(f"{host}: the agent wrote no JSON object: {text[:200]!r}")
     if "error" in result:
         raise RunError(f"{host}: agent failed: {result['error']}")
-    missing = [k for k in ("counters_before", "counters_after") if k not in result]
-    if missing:
-        raise RunError(f"{host}: the agent's result has no {' or '.join(missing)}")
-    bad = next((k for k, ok in _AGENT_FIELDS.items() if k not in result or not ok(result[k])),
-               None)
-    if bad is not None:
-        raise RunError(f"{host}: the agent's result has a malformed {bad}: "
-                       f"{str(result[bad])[:80]!r}" if bad in result else
-                       f"{host}: the agent's result has no {bad}")
+    for key, ok in _AGENT_FIELDS.items():
+        if key not in result:
+            raise RunError(f"{host}: the agent's result has no {key}")
+        if not ok(result[key]):
+            raise RunError(f"{host}: the agent's result has a malformed {key}: "
+                           f"{str(result[key])[:80]!r}")
     return result
 
 
@@ -204,7 +201,7 @@ def _count(x: object) -> bool:
 
 
 def _seconds(x: object) -> bool:
-    return type(x) in (int, float) and math.isfinite(x) and x >= 0  # type: ignore[arg-type]
+    return is_finite_number(x) and x >= 0  # type: ignore[operator]
 
 
 def _texts(x: object) -> bool:

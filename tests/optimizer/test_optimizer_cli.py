@@ -229,6 +229,11 @@ def test_a_run_removes_the_last_runs_plan_first(
                  "--verify", "none"]) == 0
     assert (out / "plan.yaml").exists()
     capsys.readouterr()
+    # bad input removes nothing: a resume against a changed config is refused first
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(small_config.read_text().replace("4000pps", "4100pps"))
+    assert main(["optimize", str(changed), "--resume", str(out)]) == 2
+    assert "config changed" in capsys.readouterr().err and (out / "plan.yaml").exists()
 
     def full(*_a: object, **_k: object) -> None:
         raise OSError(28, "No space left on device", str(out / "pareto.png"))
