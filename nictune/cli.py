@@ -16,7 +16,7 @@ import signal
 import stat
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from nictune import __version__
@@ -90,6 +90,35 @@ class _Terminated:
         raise KeyboardInterrupt
 
 
+class _Output:
+    """Standard output whose failed writes (a full disk, `> /dev/full`) are a RunError
+    saying so, not a traceback; a reader that went away stays a BrokenPipeError."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        with self._failing():
+            return self.stream.write(text)
+
+    def flush(self) -> None:
+        with self._failing():
+            self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+    @contextlib.contextmanager
+    def _failing(self) -> Iterator[None]:
+        try:
+            yield
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            _quiet_stdout()
+            raise RunError(f"cannot write the output: {exc.strerror or exc}") from exc
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -97,8 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = None
     if args.command in HOST_COMMANDS and threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, term)
+    stdout, sys.stdout = sys.stdout, _Output(sys.stdout)
     try:
         code = int(args.func(args) or 0)
+        sys.stdout.flush()  # (a failed write of the last buffered output is reported too)
         # (a command that handles Ctrl-C itself returns 130)
         return 128 + signal.SIGTERM if term.seen and code == 130 else code
     except InputError as exc:
@@ -116,14 +147,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         if not _stdout_is_a_pipe():
             raise
-        # the reader of our output went away (`| head`): stop as a shell tool does, with
-        # stdout pointed at /dev/null so that the interpreter's last flush is quiet
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # the reader of our output went away (`| head`): stop as a shell tool does
+        _quiet_stdout()
         return 128 + signal.SIGPIPE
     finally:
+        sys.stdout = stdout
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's last flush of what
+    could not be written is quiet."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _stdout_is_a_pipe() -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -306,3 +307,19 @@ def test_a_reader_that_goes_away_ends_the_output_quietly(
         out.close()
     assert code == 141
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_output_that_cannot_be_written_is_one_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`nictune simulate … > /dev/full` was an OSError traceback."""
+    out = open("/dev/full", "w")  # noqa: SIM115 (closed below, after the undo)
+    monkeypatch.setattr(sys, "stdout", out)
+    try:
+        code = main(["simulate", str(ROOT / "configs" / "paper-47.yaml"), "--engine", "fast"])
+    finally:
+        monkeypatch.undo()
+        with contextlib.suppress(OSError):
+            out.close()
+    assert code == 1
+    assert capsys.readouterr().err == (
+        "nictune simulate: failed: cannot write the output: No space left on device\n")
