@@ -386,11 +386,10 @@ def is_count(text: str) -> bool:
 
 
 def cpu_list(text: str) -> list[int]:
-    """`0-3,6` -> [0, 1, 2, 3, 6] (smp_affinity_list format); CPUs up to MAX_CPUS."""
+    """`0-3,6` -> [0, 1, 2, 3, 6] (smp_affinity_list format); CPUs up to MAX_CPUS. An
+    empty list or part (`''`, `1,,2`) is refused: the kernel prints neither."""
     cpus: list[int] = []
     for part in text.strip().split(","):
-        if not part:
-            continue
         m = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", part.strip())
         if m is None or int(m.group(2) or m.group(1)) >= MAX_CPUS or (
                 m.group(2) and int(m.group(2)) < int(m.group(1))):

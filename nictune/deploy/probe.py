@@ -291,7 +291,7 @@ def parse_probe(host: HostInventory, text: str) -> HostProbe:
             for line in body.splitlines():  # /proc/irq/N/smp_affinity_list:CPUS
                 path, _, cpus = line.partition(":")
                 irq = path.split("/")[3] if path.count("/") >= 4 else ""
-                if parsers.is_count(irq):
+                if parsers.is_count(irq) and cpus.strip():
                     parsers.cpu_list(cpus)  # (a garbled list is unreadable output)
                     affinity[int(irq)] = cpus.strip()
         elif section == "timer":

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nictune.deploy.backends import HostContext, Note, backends, split_key
+from nictune.deploy.backends import HostContext, Note, backends, by_name, split_key
 from nictune.deploy.inventory import HostInventory
 from nictune.deploy.parsers import UNREADABLE
 from nictune.deploy.probe import STATE_DIR, HostProbe, ProbeError, probe_host
@@ -155,10 +155,9 @@ def read_snapshot(state_dir: Path, host: str) -> Snapshot | None:
         # (an empty one "rolled back" nothing and was archived, the host left tuned)
         if not isinstance(knobs, dict) or not knobs:
             raise ValueError("no knob values")
-        bad = next((k for k, v in knobs.items() if not KNOB_KEY.match(k)
-                    or not isinstance(v, str | int | float | bool | None)), None)
-        if bad is not None:
-            raise ValueError(f"knob {bad!r} malformed")
+        problem = next(filter(None, (_knob_problem(k, v) for k, v in knobs.items())), "")
+        if problem:
+            raise ValueError(problem)
         if not all(isinstance(m, dict) and isinstance(m.get("iface"), str)
                    for m in nics.values()):
             raise ValueError("nics malformed")
@@ -166,6 +165,18 @@ def read_snapshot(state_dir: Path, host: str) -> Snapshot | None:
         raise HostError(host, f"snapshot {path} is corrupt ({exc}); refusing to touch the "
                               "host") from None
     return Snapshot(path, doc)
+
+
+def _knob_problem(key: str, value: Any) -> str:
+    """Why a snapshot's knob is not one nictune wrote ("" when it is): a key of no
+    backend, or a value its backend never reads (a ring of "abc" failed the rollback at
+    its command, and the host stayed tuned)."""
+    backend = by_name(split_key(key)[1]) if KNOB_KEY.match(key) else None
+    if backend is None:
+        return f"knob {key!r} malformed"
+    if not backend.valid(split_key(key)[2], value):
+        return f"knob {key!r}: {str(value)[:80]!r} is not a value nictune reads from a host"
+    return ""
 
 
 def load_snapshot(state_dir: Path, host: str) -> dict[str, Any] | None:

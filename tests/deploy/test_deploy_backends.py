@@ -20,9 +20,10 @@ HOST = HostInventory(name="h1", address="10.0.0.1", nics={"nic-1": "enp1s0f0np0"
                      root="/srv/h1")
 
 
-def probe_text(shared: Path, *, ssh_on_nic: bool = False, veth: bool = False) -> str:
+def probe_text(shared: Path, *, ssh_on_nic: bool = False, veth: bool = False,
+               driver: str = "mlx5_core") -> str:
     d = shared / "data" / "ethtool-samples"
-    drv = "veth" if veth else "mlx5_core"
+    drv = "veth" if veth else driver
     ssh_addr = "10.0.0.1" if ssh_on_nic else "192.168.1.5"
 
     def part(cmd: str) -> str:
@@ -75,6 +76,23 @@ def test_probe_of_a_real_nic(mlx5: HostProbe) -> None:
     assert len(nic.irqs) == 13 and nic.irq_affinity[99] == "0-11"
     assert mlx5.ssh_iface == "eno1" and mlx5.irqbalance and mlx5.cpus == 12
     assert mlx5.pfring_conf == "enable_tx_capture=0\n"
+
+
+def drivers(shared: Path) -> list[str]:
+    return sorted({f.name.split("__")[0]
+                   for f in (shared / "data" / "ethtool-samples").glob("*__ethtool-*")})
+
+
+def test_every_value_read_from_a_sample_is_one_a_snapshot_may_hold(shared: Path) -> None:
+    """A snapshot is checked knob by knob against what the backends read (a snapshot
+    nictune did not write is refused): nothing a real driver gives may be refused."""
+    names = drivers(shared)
+    assert len(names) >= 10
+    for driver in names:
+        knobs = read_knobs(parse_probe(HOST, probe_text(shared, driver=driver)))
+        assert knobs, driver
+        assert [transaction._knob_problem(k, v) for k, v in knobs.items()
+                if transaction._knob_problem(k, v)] == [], driver
 
 
 def test_active_wait_on_mlx5(mlx5: HostProbe) -> None:

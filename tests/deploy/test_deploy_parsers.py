@@ -208,6 +208,8 @@ GARBLED = [
     (lambda: parsers.cpu_list("1-"), "CPU list"),
     (lambda: parsers.cpu_list("0-4294967295"), "CPU list"),
     (lambda: parsers.cpu_list("5-2"), "CPU list"),
+    (lambda: parsers.cpu_list("1,,2"), "CPU list"),
+    (lambda: parsers.cpu_list(""), "CPU list"),
     (lambda: parsers.hex_mask("n/a"), "CPU mask"),
 ]
 

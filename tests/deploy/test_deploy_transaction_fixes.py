@@ -254,6 +254,18 @@ def test_a_corrupt_mapping_is_refused(fake: FakeHost) -> None:
     lambda d: {**d, "nictune_snapshot": 9},
     lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/napi/gro_flush_timeout": [1]}},
     lambda d: {**d, "knobs": {**d["knobs"], "rm -rf": "1"}},
+    # values no host gives: each failed the rollback at its command (the host stayed
+    # tuned); now refused before any knob is touched
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/ring/rx": "abc"}},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/ring/rx": True}},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/irq/98": "1,,2"}},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/irq/98": ""}},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/rps/rx-0": "f"}},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/coalesce/adaptive-rx": 1}},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/features/tso": True}},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/pfring/profile": 5}},
+    lambda d: {**d, "knobs": {**d["knobs"], "host/sysctl/busy_read": 1.5}},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/bogus/x": 1}},
 ])
 def test_a_snapshot_that_is_not_one_is_refused(fake: FakeHost, change: Any) -> None:
     host = fake.inventory({"nic-1": "eth1"})

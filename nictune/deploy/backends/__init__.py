@@ -12,7 +12,9 @@ JSON value. Each backend module defines `NAME` and
   restores (called with the before-values), so apply and restore share one code path;
 * `matches(knob, want, got, exact=False) -> bool` — read-back comparison (driver rounding
   tolerated where the kernel may round, unless `exact`: `want` was itself read from the
-  host — a snapshot's value — so the driver holds it as it is).
+  host — a snapshot's value — so the driver holds it as it is);
+* `valid(param, value) -> bool` — whether `read` could have given that value for that
+  param: a snapshot nictune did not write is refused before it touches the host.
 
 `backends()` gives the apply order; restore runs in reverse.
 """
@@ -123,6 +125,16 @@ def ethtool_commands(ctx: HostContext, values: dict[str, Any], option: str,
 
 def default_matches(key: str, want: Any, got: Any, exact: bool = False) -> bool:
     return want == got
+
+
+def is_int(value: Any) -> bool:
+    """An integer, not a boolean (JSON's `true` is a bool, and bool is an int)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def by_name(name: str) -> ModuleType | None:
+    """The backend module whose knobs are `…/name/…`; None for no such backend."""
+    return next((b for b in backends() if name in getattr(b, "NAMES", (b.NAME,))), None)
 
 
 @functools.cache

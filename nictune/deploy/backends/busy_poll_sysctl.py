@@ -14,6 +14,7 @@ from nictune.deploy.backends import (
     Note,
     default_matches,
     host_key,
+    is_int,
     originals,
     split_key,
 )
@@ -21,6 +22,10 @@ from nictune.deploy.probe import SYSCTLS, HostProbe
 
 NAME = "sysctl"
 matches = default_matches
+
+
+def valid(param: str, value: Any) -> bool:
+    return param in SYSCTLS and is_int(value)
 
 
 def read(probe: HostProbe) -> dict[str, Any]:

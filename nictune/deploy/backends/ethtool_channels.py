@@ -15,6 +15,7 @@ from nictune.deploy.backends import (
     Note,
     default_matches,
     ethtool_commands,
+    is_int,
     nic_key,
     originals,
     split_key,
@@ -35,6 +36,10 @@ def _field(channels: dict[str, dict[str, Any]] | None) -> str | None:
         if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (now, most)):
             return name
     return None
+
+
+def valid(param: str, value: Any) -> bool:
+    return param in ("combined", "rx") and is_int(value) and value > 0
 
 
 def read(probe: HostProbe) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from nictune.deploy.backends import (
     Note,
     default_matches,
     ethtool_commands,
+    is_int,
     nic_key,
     originals,
     split_key,
@@ -25,6 +26,12 @@ from nictune.deploy.probe import HostProbe
 NAME = "coalesce"
 PARAMS = ("adaptive-rx", "rx-usecs", "rx-frames")
 matches = default_matches
+
+
+def valid(param: str, value: Any) -> bool:
+    if param == "adaptive-rx":
+        return isinstance(value, bool)
+    return param in PARAMS and is_int(value) and value >= 0
 
 
 def read(probe: HostProbe) -> dict[str, Any]:

@@ -25,6 +25,10 @@ FEATURES = {"generic-receive-offload": "gro"}  # ethtool -k name -> ethtool -K n
 matches = default_matches
 
 
+def valid(param: str, value: Any) -> bool:
+    return param in FEATURES and isinstance(value, bool)
+
+
 def read(probe: HostProbe) -> dict[str, Any]:
     out = {}
     for nic_id, nic in probe.nics.items():

@@ -11,6 +11,7 @@ from nictune.deploy.backends import (
     HostContext,
     Note,
     ethtool_commands,
+    is_int,
     nic_key,
     originals,
     split_key,
@@ -19,6 +20,10 @@ from nictune.deploy.probe import HostProbe
 
 NAME = "ring"
 MGMT_GUARDED = True  # changes on the SSH interface need --allow-mgmt-iface
+
+
+def valid(param: str, value: Any) -> bool:
+    return param == "rx" and is_int(value) and value >= 0
 
 
 def read(probe: HostProbe) -> dict[str, Any]:

@@ -9,11 +9,24 @@ import shlex
 from typing import Any
 
 from nictune.deploy import parsers
-from nictune.deploy.backends import HostContext, Note, nic_key, originals, split_key
+from nictune.deploy.backends import HostContext, Note, is_int, nic_key, originals, split_key
 from nictune.deploy.probe import HostProbe
 
 NAME = "irq"
 RPS = "rps"
+NAMES = (NAME, RPS)  # (the two kinds of key this backend sets)
+
+
+def valid(param: str, value: Any) -> bool:
+    """`irq/N`: a CPU list; `rps/rx-N`: a CPU mask (an integer)."""
+    if param.startswith("rx-"):
+        return is_int(value) and value >= 0
+    if not (parsers.is_count(param) and isinstance(value, str)):
+        return False
+    try:
+        return bool(parsers.cpu_list(value))
+    except parsers.ParseError:
+        return False
 
 
 def read(probe: HostProbe) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from nictune.deploy.backends import (
     HostContext,
     Note,
     default_matches,
+    is_int,
     nic_key,
     originals,
     split_key,
@@ -25,6 +26,10 @@ from nictune.deploy.probe import HostProbe
 NAME = "napi"
 PARAMS = ("gro_flush_timeout", "napi_defer_hard_irqs")
 matches = default_matches
+
+
+def valid(param: str, value: Any) -> bool:
+    return param in PARAMS and is_int(value)
 
 
 def read(probe: HostProbe) -> dict[str, Any]:

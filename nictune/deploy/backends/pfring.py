@@ -39,6 +39,11 @@ MAX_POLL_MS = 65535
 matches = default_matches
 
 
+def valid(param: str, value: Any) -> bool:
+    """A file's text, or None where there was no file (any text: it was the host's)."""
+    return param in ("conf", "profile") and isinstance(value, str | None)
+
+
 def read(probe: HostProbe) -> dict[str, Any]:
     out: dict[str, Any] = {host_key(NAME, "conf"): probe.pfring_conf}
     for nic_id, nic in probe.nics.items():
