@@ -137,7 +137,17 @@ def setting_for(config: Config, t: Transmission, overrides: dict[str, Any]) -> N
                   "watermark_timeout": base.watermark_timeout}
         raw.update({k: v for k, v in params.items() if k in _USED.get(base.mode, ())})
     raw.update(overrides)
-    return parse_setting(raw, config.nic_of(t), config.host_of(t), f"options for {t.id}", "")
+    where = f"options for {t.id}"
+    try:
+        return parse_setting(raw, config.nic_of(t), config.host_of(t), where, "")
+    except InputError as exc:
+        # (`--ring-slots 64` against a default watermark of 128 blamed a value not given)
+        kept = next((k for k in raw if k not in overrides
+                     and str(exc).startswith(f"{where}: {k}:")), None)
+        if kept is None:
+            raise
+        raise InputError(f"{exc} (the default setting's {kept}, kept: give "
+                         f"--{kept.replace('_', '-')} too)") from None
 
 
 def run_by_host(config: Config, transmissions: Sequence[Transmission],

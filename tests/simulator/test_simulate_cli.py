@@ -136,6 +136,9 @@ def test_table_by_default(cfg, capsys):
     (["--poll-interval", "5us"], "poll_interval: is not used by mode watermark"),
     (["--mode", "passive_wait", "--poll-interval", "5 lightyears"], "unknown unit 'lightyears'"),
     (["--ring-slots", "10"], "ring_slots: must be between 64 and 32768"),
+    # (a smaller ring against the default's watermark blamed a value not given)
+    (["--transmission", "a", "--ring-slots", "64"],
+     "got 128 (the default setting's watermark, kept: give --watermark too)"),
     (["--transmission", "zz"], "no transmission 'zz'"),
     # (accepted, and it did nothing)
     (["--engine", "fast", "--exact"], "--exact is for --engine des"),
