@@ -193,6 +193,11 @@ def run(args: argparse.Namespace) -> int:
             search = Search(config, options, evaluator, out, progress.generation)
             if saved is not None:
                 search.resume(saved)
+                if saved.generation >= options.generations:  # (it did so silently)
+                    print(f"nictune optimize: the checkpoint has reached generation "
+                          f"{saved.generation} (--generations {options.generations}): no "
+                          "generation runs, the plan is picked again from its archives "
+                          "(give more --generations to search on)", file=sys.stderr)
             else:
                 progress.starting(options.engine)
             _remove_last_plan(out)
