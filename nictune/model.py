@@ -468,14 +468,25 @@ def _identifier_or_fail(name: object, source: str, where: str) -> str:
         raise ConfigError(f"{source}: {where}: {exc}") from None
 
 
+def _reference(f: _Fields, key: str, known: Mapping[str, Any]) -> str:
+    """The name `f[key]` refers to, one of `known` (`host: on` is YAML's True: refused
+    as no name, where it read "unknown host True")."""
+    value = _name(f.raw.get(key))
+    if not f.has(key):
+        f.fail("is required", key)
+    if isinstance(value, bool):
+        f.fail(f"{_NOT_A_NAME} {value!r}", key)
+    if not isinstance(value, str) or value not in known:
+        f.fail(f"unknown {key} {value!r} ({key}s: {', '.join(list(known)[:8]) or 'none'})", key)
+    return value
+
+
 def _parse_nic(name: str, raw: object, hosts: dict[str, Host], source: str) -> Nic:
     where = f"nics.{name}"
     _identifier_or_fail(name, source, where)
     f = _Fields(raw, source, where, ("host", "link", "ring_slots", "min_ring_slots",
                                      "max_ring_slots", "irq_core"))
-    host = _name(f.raw.get("host"))
-    if not isinstance(host, str) or host not in hosts:
-        f.fail(f"unknown host {host!r} (hosts: {', '.join(hosts) or 'none'})", "host")
+    host = _reference(f, "host", hosts)
     low = f.get("min_ring_slots", _integer, 64, 2, 1 << 20)  # 2: room for a watermark of 1
     high = f.get("max_ring_slots", _integer, max(32768, low), low, 1 << 20)
     return Nic(
@@ -498,9 +509,7 @@ def _parse_transmission(i: int, raw: object, nics: dict[str, Nic], hosts: dict[s
                         source: str) -> Transmission:
     f = _Fields(raw, source, f"transmissions[{i}]", TRANSMISSION_KEYS)
     tid = f.required("id", _id_text)
-    nic_name = _name(f.raw.get("nic"))
-    if not isinstance(nic_name, str) or nic_name not in nics:
-        f.fail(f"unknown nic {nic_name!r} (nics: {', '.join(list(nics)[:8]) or 'none'})", "nic")
+    nic_name = _reference(f, "nic", nics)
     nic = nics[nic_name]
     packet_size = f.required("packet_size", _integer, low=MIN_PACKET, high=MAX_PACKET,
                              unit=" bytes")

@@ -166,6 +166,11 @@ BAD = [
     # (a list or mapping where a name goes was a TypeError: unhashable)
     ({"nics.n1.host": ["h1"]}, r"nics\.n1\.host: unknown host \['h1'\]"),
     ({"transmissions.0.nic": {"x": 1}}, r"transmissions\[0\]\.nic: unknown nic \{'x': 1\}"),
+    # (`host: on` is YAML's True: it read "unknown host True")
+    ({"nics.n1.host": True}, r"nics\.n1\.host: a name must be text \(quote yes, no, on"),
+    ({"transmissions.0.nic": False}, r"transmissions\[0\]\.nic: a name must be text"),
+    ({"nics.n1.host": _DELETE}, r"nics\.n1\.host: is required"),
+    ({"transmissions.0.nic": _DELETE}, r"transmissions\[0\]\.nic: is required"),
     ({"transmissions.0.arrival": "bursty"}, r"arrival: must be one of cbr, poisson, onoff"),
     ({"transmissions.0.onoff": {"on": "1ms"}}, r"onoff: is only used with arrival onoff"),
     ({"transmissions.1.onoff": {"on": "1ms", "of": "1ms"}}, r"onoff\.of: unknown key 'of'"),
