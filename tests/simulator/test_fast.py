@@ -395,6 +395,22 @@ def test_a_busy_poll_packet_waits_for_the_work_of_the_others_on_its_core() -> No
         assert fast.latency_mean_s == pytest.approx(des.latency_mean_s, rel=close), neighbour
 
 
+@pytest.mark.parametrize("arrival", ["cbr", "poisson"])
+def test_a_watermark_packet_waits_for_the_others_work_before_its_drain(arrival: str) -> None:
+    """Beside an active_wait neighbour of 9000-byte packets a watermark drain first waits
+    for the neighbour's queued work, and so does every packet in the ring: the fast
+    engine put the mean latency at 12 µs (cbr) and 9.9 µs (Poisson) for the DES's 24 and
+    21 µs."""
+    costs = {"irq": 6e-6, "per_packet": 0.5e-6, "per_byte": 0.3e-9}
+    config = shared_host(1, costs, [(20_000, 256, 60_000, arrival),
+                                    (20_000, 9000, 50_000, "poisson")])
+    settings = {"t0": NicSetting("watermark", watermark=2, watermark_timeout=20e-6,
+                                 ring_slots=4096),
+                "t1": NicSetting("active_wait", ring_slots=4096)}
+    fast, des = (m[0] for m in on_host(config, settings))
+    assert fast.latency_mean_s == pytest.approx(des.latency_mean_s, rel=0.2)
+
+
 @pytest.mark.parametrize(("rate", "size", "costs", "placement", "interval"), [
     # cycles of 2 ticks for ~50 wake-ups, then a 1-1-2-2-2-2 pattern (1 069 wake-ups)
     (888_458, 512, (2.635e-6, 0.496e-6, 0.1118e-9), "cross_package", 18.8e-6),
