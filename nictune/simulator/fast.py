@@ -51,12 +51,14 @@ from nictune.simulator.fast_passive import draws_waits, passive, poisson_excess
 from nictune.simulator.fast_phases import wake_load
 from nictune.simulator.fast_shared import (
     RANDOM_WAIT,
+    TURNS,
     Partners,
     Wakes,
     alternation_lost,
     core_share,
     mix_waits,
     neighbours,
+    one_each,
     partners,
     per_packet,
     queue_wait,
@@ -142,16 +144,19 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         # interrupts slow it down
         ws = np.where(act, per_packet(w, share.high - hard), ws)
     delay = queue_wait(share.resid, share.rho_o)
+    each = np.full(shape, np.inf)  # (a request's wait for one packet of each neighbour)
     if wl.groups:
         # round-robin by request bounds what a neighbour with one request at a time costs
-        # a drain; active_wait's packets are a request each, so beside it the wait stays
-        # (their load at the mean rate: an onoff neighbour's bursts and gaps together)
+        # a drain or a busy-poller's packet; active_wait's packets are a request each, so
+        # beside it the wait stays (their load at the mean rate: an onoff neighbour's
+        # bursts and gaps together)
         act_load = neighbours(wl, b, wl.rate[None, :] * w, act)
         turns = neighbours(wl, b, w, bus | pas | wat)
         ws_rr, wait_rr = round_robin(w, ws, delay, turns, act_load + share.high)
-        bounded = (pas | wat) & (turns > 0)
+        bounded = (pas | wat | bus) & (turns > 0)
         ws = np.where(bounded, ws_rr, ws)
         delay = np.where(bounded & (act_load <= 0), wait_rr, delay)
+        each = np.where(act_load <= 0, one_each(turns, act_load + share.high), np.inf)
     add = np.zeros(shape)  # (the partners' drains)
     part = None
     if wl.groups:
@@ -173,7 +178,8 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
             "behind": share.behind.ravel(), "alt": share.alt.ravel(),
             "alt_ws": share.alt_ws.ravel(),
             "delay": np.broadcast_to(delay, shape).ravel(),
-            "resid": share.resid.ravel(), "rho_o": share.rho_o.ravel()}
+            "resid": share.resid.ravel(), "rho_o": share.rho_o.ravel(),
+            "each": each.ravel()}
     res = {key: np.zeros(col.size) for key in Mode.__dataclass_fields__}
     # a batched consumer on a shared core that is behind for part of its span: the rest of
     # the time it sleeps and wakes at the cost per packet it has then (`_saturate` keeps
@@ -228,10 +234,10 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
             mix_waits(res, mix, p, {key: v[sel.size:].reshape(-1, mix.size)
                                     for key, v in every.items()})
 
-    run(act, _active, "high", "resid", "rho_o")
+    run(act, _active, "high", "resid", "rho_o", "each")
     run(pas, passive, "period", "even", "rand_wait", "rand_busy", draws=draws_waits)
     run(wat, _watermark, "wm", "tau", "n_wake", "even")
-    run(bus, _busy_poll, "resid", "rho_o")
+    run(bus, _busy_poll, "resid", "rho_o", "each", "w", "high")
     # a batched consumer that keeps up beside a backlogged neighbour: while it does, its
     # drains alternate with the neighbour's packets (cost alt_ws); the wake-ups are the
     # two regimes' in proportion to their time
@@ -439,12 +445,14 @@ def _outputs(wl: Workload, res: dict[str, np.ndarray], w: np.ndarray, bus: np.nd
     }
 
 
-def _active(cx: Ctx, high: np.ndarray, resid: np.ndarray, rho_o: np.ndarray) -> Mode:
+def _active(cx: Ctx, high: np.ndarray, resid: np.ndarray, rho_o: np.ndarray,
+            each: np.ndarray) -> Mode:
     """An interrupt per packet; M/D/1-like waiting for Poisson arrivals, and on a shared
     core for the others' work (`_others_wait`)."""
     rho = np.clip(cx.lam * (cx.ti + cx.ws), 0.0, 0.999)
-    wait = np.where(cx.poisson, rho * (cx.ti + cx.ws) / (2.0 * (1.0 - rho)), 0.0)
-    wait, rho = _others_wait(wait, rho, resid, rho_o)
+    own = np.where(cx.poisson, rho * (cx.ti + cx.ws) / (2.0 * (1.0 - rho)), 0.0)
+    others, rho = _others_wait(rho, resid, rho_o)
+    wait = own + np.minimum(others, each)
     lat = cx.ti + cx.ws + wait
     # Poisson: the handlers of packets that arrive meanwhile preempt the packet's work
     lat = np.where(cx.poisson, lat / np.clip(1.0 - cx.lam * cx.ti, 0.05, None), lat)
@@ -473,32 +481,39 @@ def _active(cx: Ctx, high: np.ndarray, resid: np.ndarray, rho_o: np.ndarray) -> 
                      cx.poisson, np.clip(1.0 - cx.lam * cx.ti, 0.05, None), 1.0), most))
 
 
-def _busy_poll(cx: Ctx, resid: np.ndarray, rho_o: np.ndarray) -> Mode:
-    """No interrupts; a packet is seen Tc/2 after it arrives on average and costs w; it
-    waits for its own queue (M/D/1 for Poisson arrivals) and, on a shared core, for the
-    others' work (`_others_wait`)."""
+def _busy_poll(cx: Ctx, resid: np.ndarray, rho_o: np.ndarray, each: np.ndarray,
+               w: np.ndarray, high: np.ndarray) -> Mode:
+    """No interrupts; a packet is seen Tc/2 after it arrives on average and costs w
+    (stretched by the handlers that preempt it); it waits for its own queue (M/D/1 for
+    Poisson arrivals, each packet at the cost `ws` a backlog has) and, on a shared core,
+    for the others' work (`_others_wait`), at most one packet of each neighbour on
+    average (`each`: round-robin) and TURNS of them at the 99th percentile."""
     rho = np.clip(cx.lam * cx.ws, 0.0, 0.999)
     # (steady-state M/D/1; a packet waits at most for the rest of the transfer's work)
-    wait = np.where(cx.poisson, np.minimum(rho * cx.ws / (2.0 * (1.0 - rho)),
-                                           (cx.n - 1.0) * cx.ws), 0.0)
-    wait, rho = _others_wait(wait, rho, resid, rho_o)
+    own = np.where(cx.poisson, np.minimum(rho * cx.ws / (2.0 * (1.0 - rho)),
+                                          (cx.n - 1.0) * cx.ws), 0.0)
+    others, rho_all = _others_wait(rho, resid, rho_o)
     tc = cx.c("tc")
-    lat = tc / 2.0 + cx.ws + wait
+    # (a packet no backlog is ahead of waits for one of each neighbour, not per packet of
+    # its own: the mean beside a saturated neighbour was 3.0x the DES's)
+    service = np.minimum(cx.ws, w / np.clip(1.0 - high, 0.02, None))
+    lat = tc / 2.0 + service + own + np.minimum(others, each)
+    p99 = np.minimum(_wait_p99(own + others, rho_all), _wait_p99(own, rho) + TURNS * each)
     zero = np.zeros_like(lat)
     return Mode(interrupts=zero, empty=zero, delivered=cx.n + zero, stranded=zero,
-                duration=cx.span + lat, lat_mean=lat, lat_p99=tc + cx.ws + np.minimum(
-                    _wait_p99(wait, rho), (cx.n - 1.0) * cx.ws))
+                duration=cx.span + lat, lat_mean=lat, lat_p99=tc + service + np.minimum(
+                    p99, (cx.n - 1.0) * cx.ws))
 
 
-def _others_wait(wait: np.ndarray, rho: np.ndarray, resid: np.ndarray, rho_o: np.ndarray
+def _others_wait(rho: np.ndarray, resid: np.ndarray, rho_o: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """A packet's mean wait and the load it sees on a shared core: its own queue's `wait`
-    at load `rho`, plus the others' work in service and queued when it arrives — their
-    residual-work rate Σ λ·b²/2 (`resid`; interrupt handlers included) over the idle share
-    of the core (Pollaczek–Khinchine; their load `rho_o`). Without it the fast engine put
-    busy_poll's p99 latency beside other consumers at half the DES's (median)."""
+    """On a shared core, a packet's mean wait for the others' work in service and queued
+    when it comes, and the whole core's load, its own `rho` included: their residual-work
+    rate Σ λ·b²/2 (`resid`; interrupt handlers included) over the idle share of the core
+    (Pollaczek–Khinchine; their load `rho_o`). Without it the fast engine put busy_poll's
+    p99 latency beside other consumers at half the DES's (median)."""
     idle = np.clip((1.0 - rho_o) * (1.0 - rho), 0.02, None)
-    return wait + np.clip(resid, 0.0, None) / idle, np.clip(1.0 - idle, 0.0, 0.999)
+    return np.clip(resid, 0.0, None) / idle, np.clip(1.0 - idle, 0.0, 0.999)
 
 
 def _wait_p99(wait: np.ndarray, rho: np.ndarray) -> np.ndarray:

@@ -336,7 +336,13 @@ def round_robin(w: np.ndarray, ws: np.ndarray, wait: np.ndarray, turns: np.ndarr
     worse than better (fast.md, "What changed in the fourteenth session")."""
     free = np.clip(1.0 - first, 0.02, None)
     return (np.minimum(ws, (w + turns) / free),
-            np.minimum(wait, TURNS * turns / free))
+            np.minimum(wait, TURNS * one_each(turns, first)))
+
+
+def one_each(turns: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """What a request waits for one packet of each neighbour with one request at a time
+    (`turns`: Σ w_j), stretched by what is served first (`first`)."""
+    return turns / np.clip(1.0 - first, 0.02, None)
 
 
 def queue_wait(resid: np.ndarray, rho: np.ndarray) -> np.ndarray:
