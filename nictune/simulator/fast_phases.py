@@ -30,6 +30,8 @@ class Totals(NamedTuple):
     alt_w: np.ndarray  # ... times the cost per packet then
     awake_t: np.ndarray  # time keeping up while arriving
     awake_rho: np.ndarray  # ... times the others' use of the core then
+    queued: np.ndarray  # packets queued, integrated over time (packet·s): Little's law
+    longest: np.ndarray  # the longest a packet waits for the queue ahead of it, s
 
 
 def phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.ndarray,
@@ -44,8 +46,10 @@ def phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.
     load integrated over time, the packets dropped, the queue when the arrivals end, the
     packets taken while arriving, when the last packet is taken, how long each one is
     behind while its packets arrive, how long it keeps up beside a backlogged neighbour
-    (with that time's cost per packet integrated: its w plus theirs, see below), and how
-    long it keeps up at all (with the others' load then integrated).
+    (with that time's cost per packet integrated: its w plus theirs, see below), how
+    long it keeps up at all (with the others' load then integrated), its queue integrated
+    over time (the queue is linear within a step) and the longest wait for it (the
+    queue over the rate it is taken at, at each step's end).
 
     `edges` (phases + 1,), `arriving` (phases, m), `inflow` and `end` (m,) are the host's,
     `same` (rows, m, m) says which share a core, `wake_local` and `wake_ti` are per column
@@ -73,9 +77,9 @@ def _phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np
             wake_ti: np.ndarray, period: np.ndarray, n_wake: np.ndarray, pas: np.ndarray,
             wat: np.ndarray, delay: np.ndarray, sleeps: np.ndarray, ticking: np.ndarray
             ) -> np.ndarray:
-    """`phases`, row by row: `Totals`' fields stacked (12, rows, m)."""
+    """`phases`, row by row: `Totals`' fields stacked (14, rows, m)."""
     rows, m = wj.shape
-    out = np.zeros((12, rows, m))
+    out = np.zeros((14, rows, m))
     for r in range(rows):
         _row(edges, arriving, inflow, end, same[r], wj[r], irq[r], sq[r], cap[r],
              weight[r], held[r], wake_local, wake_ti, period[r], n_wake[r], pas[r], wat[r],
@@ -90,11 +94,12 @@ def _row(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.nd
          period: np.ndarray, n_wake: np.ndarray, pas: np.ndarray, wat: np.ndarray,
          delay: np.ndarray, sleeps: np.ndarray, ticking: np.ndarray, out: np.ndarray
          ) -> None:
-    """`_phases` of one row, into `out` (12, m)."""
+    """`_phases` of one row, into `out` (14, m)."""
     m = ws.size
     rho, resid, high, dropped, q_end, taken_own, fin, behind, alt_t, alt_w, aw_t, aw_rho = (
         out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7], out[8], out[9],
         out[10], out[11])
+    area, longest = out[12], out[13]
     fin[:] = end
     q = np.zeros(m)
     pend = np.zeros(m)  # handler work waiting in the rings, s
@@ -199,7 +204,11 @@ def _row(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.nd
                     fin[i] = lo + now + q[i] / max(rate, TINY)
                 taken_own[i] += act[i] * taken
                 dropped[i] += max(avail - taken - cap[i], 0.0)
+                before = q[i]
                 q[i] = min(avail - taken, cap[i])
+                area[i] += 0.5 * (before + q[i]) * step
+                if q[i] > 0.5:
+                    longest[i] = max(longest[i], q[i] / max(rate, TINY))
                 if backlog[i] or q[i] > 0.5:
                     behind[i] += act[i] * step
                 elif act[i] > 0.0:
@@ -245,11 +254,15 @@ def _row(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.nd
         for i in range(m):
             if backlog[i]:
                 until = q[i] / max(min(rk[i], 1e300), TINY)
+                longest[i] = max(longest[i], until)
                 if until <= step * (1 + 1e-9):
                     fin[i] = now + until
+                    area[i] += 0.5 * q[i] * until
                     q[i] = 0.0
                 else:
-                    q[i] = max(q[i] - min(rk[i], 1e300) * step, 0.0)
+                    after = max(q[i] - min(rk[i], 1e300) * step, 0.0)
+                    area[i] += 0.5 * (q[i] + after) * step
+                    q[i] = after
         now += step
 
 

@@ -43,6 +43,8 @@ class _Share:
     alt: np.ndarray  # shared hosts: share of t's span it keeps up beside a backlogged one
     alt_ws: np.ndarray  # ... and its cost per packet then (its w plus theirs)
     awake_rho: np.ndarray  # shared hosts: the others' load while t keeps up (NaN: none)
+    queued: np.ndarray  # shared hosts: packets queued, integrated over time (packet·s)
+    longest: np.ndarray  # shared hosts: the longest wait for the queue ahead, s
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,8 @@ def core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarra
     share = _Share(rho_o=np.zeros(shape), resid=np.zeros(shape), high=irq_load.copy(), r=r,
                    delivered=np.full(shape, np.nan), q_end=np.zeros(shape),
                    tail=np.zeros(shape), behind=np.zeros(shape), alt=np.zeros(shape),
-                   alt_ws=np.zeros(shape), awake_rho=np.full(shape, np.nan))
+                   alt_ws=np.zeros(shape), awake_rho=np.full(shape, np.nan),
+                   queued=np.zeros(shape), longest=np.zeros(shape))
     for cols in wl.groups:
         _share_host(wl, b, w, irq_load, soft_load, cap_q, cols, share, wakes)
     return share
@@ -154,6 +157,8 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     out.high[rows, cols] = np.where(fluid, t.high / span, out.high[rows, cols])
     out.delivered[rows, cols] = np.where(fluid, wl.n[cols] - t.dropped, np.nan)
     out.q_end[rows, cols] = t.q_end
+    out.queued[rows, cols] = t.queued
+    out.longest[rows, cols] = t.longest
     out.tail[rows, cols] = np.clip(t.fin - end, 0.0, None)
     out.behind[rows, cols] = np.clip(t.behind / span, 0.0, 1.0)
     out.alt[rows, cols] = np.clip(t.alt_t / span, 0.0, 1.0)
