@@ -152,11 +152,13 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         # bursts and gaps together)
         act_load = neighbours(wl, b, wl.rate[None, :] * w, act)
         turns = neighbours(wl, b, w, bus | pas | wat)
-        ws_rr, wait_rr = round_robin(w, ws, delay, turns, act_load + share.high)
+        first = act_load + share.high
+        one = one_each(turns, first)
+        ws_rr, wait_rr = round_robin(w, ws, delay, one, first)
         bounded = (pas | wat | bus) & (turns > 0)
         ws = np.where(bounded, ws_rr, ws)
         delay = np.where(bounded & (act_load <= 0), wait_rr, delay)
-        each = np.where(act_load <= 0, one_each(turns, act_load + share.high), np.inf)
+        each = np.where(act_load <= 0, one, np.inf)
     add = np.zeros(shape)  # (the partners' drains)
     part = None
     if wl.groups:
@@ -176,7 +178,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
             "r": share.r.ravel(), "fluid_delivered": share.delivered.ravel(),
             "fluid_q": share.q_end.ravel(), "fluid_tail": share.tail.ravel(),
             "behind": share.behind.ravel(), "alt": share.alt.ravel(),
-            "fluid_queued": share.queued.ravel(), "fluid_longest": share.longest.ravel(),
+            "fluid_area": share.queue_area.ravel(), "fluid_longest": share.longest.ravel(),
             "alt_ws": share.alt_ws.ravel(),
             "delay": np.broadcast_to(delay, shape).ravel(),
             "resid": share.resid.ravel(), "rho_o": share.rho_o.ravel(),
@@ -273,7 +275,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
         _saturate(cx, sub, act.ravel()[sat], (pas | wat).ravel()[sat],
                   *(flat[k][sat] for k in ("r", "high", "cap", "w", "fluid_delivered",
                                            "fluid_q", "fluid_tail", "behind", "n_wake",
-                                           "fluid_queued", "fluid_longest")))
+                                           "fluid_area", "fluid_longest")))
         for key, value in sub.items():
             res[key][sat] = value
     res = {k: v.reshape(shape) for k, v in res.items()}
@@ -453,7 +455,7 @@ def _active(cx: Ctx, high: np.ndarray, resid: np.ndarray, rho_o: np.ndarray,
     core for the others' work (`_others_wait`)."""
     rho = np.clip(cx.lam * (cx.ti + cx.ws), 0.0, 0.999)
     own = np.where(cx.poisson, rho * (cx.ti + cx.ws) / (2.0 * (1.0 - rho)), 0.0)
-    others, rho = _others_wait(rho, resid, rho_o)
+    others, core = _others_wait(rho, resid, rho_o)
     wait = own + np.minimum(others, each)
     lat = cx.ti + cx.ws + wait
     # Poisson: the handlers of packets that arrive meanwhile preempt the packet's work
@@ -479,7 +481,7 @@ def _active(cx: Ctx, high: np.ndarray, resid: np.ndarray, rho_o: np.ndarray,
     zero = np.zeros_like(lat)
     return Mode(interrupts=ring_in, empty=zero, delivered=cx.n + zero, stranded=zero,
                  duration=cx.span + lat, lat_mean=lat,
-                 lat_p99=np.minimum((cx.ti + cx.ws + _wait_p99(wait, rho)) / np.where(
+                 lat_p99=np.minimum((cx.ti + cx.ws + _wait_p99(wait, core)) / np.where(
                      cx.poisson, np.clip(1.0 - cx.lam * cx.ti, 0.05, None), 1.0), most))
 
 
@@ -494,13 +496,13 @@ def _busy_poll(cx: Ctx, resid: np.ndarray, rho_o: np.ndarray, each: np.ndarray,
     # (steady-state M/D/1; a packet waits at most for the rest of the transfer's work)
     own = np.where(cx.poisson, np.minimum(rho * cx.ws / (2.0 * (1.0 - rho)),
                                           (cx.n - 1.0) * cx.ws), 0.0)
-    others, rho_all = _others_wait(rho, resid, rho_o)
+    others, core = _others_wait(rho, resid, rho_o)
     tc = cx.c("tc")
     # (a packet no backlog is ahead of waits for one of each neighbour, not per packet of
     # its own: the mean beside a saturated neighbour was 3.0x the DES's)
     service = np.minimum(cx.ws, w / np.clip(1.0 - high, 0.02, None))
     lat = tc / 2.0 + service + own + np.minimum(others, each)
-    p99 = np.minimum(_wait_p99(own + others, rho_all), _wait_p99(own, rho) + TURNS * each)
+    p99 = np.minimum(_wait_p99(own + others, core), _wait_p99(own, rho) + TURNS * each)
     zero = np.zeros_like(lat)
     return Mode(interrupts=zero, empty=zero, delivered=cx.n + zero, stranded=zero,
                 duration=cx.span + lat, lat_mean=lat, lat_p99=tc + service + np.minimum(
@@ -510,12 +512,16 @@ def _busy_poll(cx: Ctx, resid: np.ndarray, rho_o: np.ndarray, each: np.ndarray,
 def _others_wait(rho: np.ndarray, resid: np.ndarray, rho_o: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray]:
     """On a shared core, a packet's mean wait for the others' work in service and queued
-    when it comes, and the whole core's load, its own `rho` included: their residual-work
-    rate Σ λ·b²/2 (`resid`; interrupt handlers included) over the idle share of the core
-    (Pollaczek–Khinchine; their load `rho_o`). Without it the fast engine put busy_poll's
-    p99 latency beside other consumers at half the DES's (median)."""
-    idle = np.clip((1.0 - rho_o) * (1.0 - rho), 0.02, None)
-    return np.clip(resid, 0.0, None) / idle, np.clip(1.0 - idle, 0.0, 0.999)
+    when it comes, and the whole core's load: their residual-work rate Σ λ·b²/2 (`resid`;
+    interrupt handlers included) over the idle share of the core (Pollaczek–Khinchine),
+    (1 − ρ_o)(1 − ρ) — `rho_o` theirs, `rho` the consumer's own load at its cost per
+    packet stretched by theirs, w/(1 − ρ_o), so that the product is 1 − ρ_o − λw (the
+    core at most 98 % busy in the wait). Alone on a core both are 0 and the load is
+    `rho`. Without it the fast engine put busy_poll's p99 latency beside other consumers
+    at half the DES's (median)."""
+    idle = (1.0 - rho_o) * (1.0 - rho)
+    return (np.clip(resid, 0.0, None) / np.clip(idle, 0.02, None),
+            np.clip(1.0 - idle, 0.0, 0.999))
 
 
 def _wait_p99(wait: np.ndarray, rho: np.ndarray) -> np.ndarray:
@@ -832,7 +838,7 @@ def _backlog_wait(lam: np.ndarray, r: np.ndarray, on: np.ndarray, cap: np.ndarra
 def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.ndarray,
               r: np.ndarray, high: np.ndarray, cap: np.ndarray, w: np.ndarray,
               fluid_delivered: np.ndarray, fluid_q: np.ndarray, fluid_tail: np.ndarray,
-              behind: np.ndarray, n_wake: np.ndarray, fluid_queued: np.ndarray,
+              behind: np.ndarray, n_wake: np.ndarray, fluid_area: np.ndarray,
               fluid_longest: np.ndarray) -> None:
     """Elements whose core cannot keep up: the consumer gets r packets/s, its queue overflows.
 
@@ -870,7 +876,6 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
         res["interrupts"] - n / np.maximum(high, 1.0), 0.0, cx.ring), 0.0)
     fluid = np.isfinite(fluid_delivered)
     delivered = np.where(fluid, fluid_delivered, delivered)
-    q_end = np.where(fluid, fluid_q, q_end)
     late_start = starts & ~fluid
     wait, longest = _backlog_wait(lam, r, on, cap, (lam - r) * on, w,
                                   np.where(late_start, late, 0.0))
@@ -878,7 +883,7 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # given the queue left at the end for its peak, said a backlog that had cleared by
     # then cost nothing: a busy-poller behind a saturated neighbour for 66 of 92 ms
     # waited 2.8 µs, the DES 9.2 ms)
-    wait = np.where(fluid, fluid_queued / np.maximum(fluid_delivered, 1.0), wait)
+    wait = np.where(fluid, fluid_area / np.maximum(fluid_delivered, 1.0), wait)
     longest = np.where(fluid, fluid_longest, longest)
     # (busy_poll takes no interrupt; a late start has it in the wait)
     ti = np.where((act | batched) & ~late_start, cx.ti, 0.0)
@@ -914,8 +919,7 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # a batched consumer that caught up before its arrivals ended sleeps and wakes as
     # usual from then on: what its last wake-up leaves below the watermark waits for the
     # timeout or is stranded, as the mode says, and its packets wait at least as long as
-    # the mode says (a queue that emptied by the end has no peak left for
-    # `_backlog_wait`, which put them at Ti + w)
+    # the mode says
     caught = fluid & batched & (fluid_q < 1.0)
     res["stranded"] = np.where(whole | caught, own["stranded"], 0.0)
     for key in ("duration", "lat_mean", "lat_p99"):

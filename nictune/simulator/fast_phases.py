@@ -30,7 +30,7 @@ class Totals(NamedTuple):
     alt_w: np.ndarray  # ... times the cost per packet then
     awake_t: np.ndarray  # time keeping up while arriving
     awake_rho: np.ndarray  # ... times the others' use of the core then
-    queued: np.ndarray  # packets queued, integrated over time (packet·s): Little's law
+    queue_area: np.ndarray  # the queue integrated over time (packet·s): Little's law
     longest: np.ndarray  # the longest a packet waits for the queue ahead of it, s
 
 
@@ -48,8 +48,9 @@ def phases(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.
     behind while its packets arrive, how long it keeps up beside a backlogged neighbour
     (with that time's cost per packet integrated: its w plus theirs, see below), how
     long it keeps up at all (with the others' load then integrated), its queue integrated
-    over time (the queue is linear within a step) and the longest wait for it (the
-    queue over the rate it is taken at, at each step's end).
+    over time (linear within a step, up to the ring: `_area`) and the longest wait for
+    it (the queue over the rate it is taken at then: at the end of each step while
+    packets arrive, at the start of each step of the drain after).
 
     `edges` (phases + 1,), `arriving` (phases, m), `inflow` and `end` (m,) are the host's,
     `same` (rows, m, m) says which share a core, `wake_local` and `wake_ti` are per column
@@ -204,9 +205,9 @@ def _row(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.nd
                     fin[i] = lo + now + q[i] / max(rate, TINY)
                 taken_own[i] += act[i] * taken
                 dropped[i] += max(avail - taken - cap[i], 0.0)
-                before = q[i]
-                q[i] = min(avail - taken, cap[i])
-                area[i] += 0.5 * (before + q[i]) * step
+                before, grown = q[i], avail - taken
+                q[i] = min(grown, cap[i])
+                area[i] += _area(before, grown, cap[i], step)
                 if q[i] > 0.5:
                     longest[i] = max(longest[i], q[i] / max(rate, TINY))
                 if backlog[i] or q[i] > 0.5:
@@ -264,6 +265,18 @@ def _row(edges: np.ndarray, arriving: np.ndarray, inflow: np.ndarray, end: np.nd
                     area[i] += 0.5 * (q[i] + after) * step
                     q[i] = after
         now += step
+
+
+@compiled
+def _area(before: float, grown: float, cap: float, step: float) -> float:
+    """The integral over a step of a queue that goes linearly from `before` to `grown`
+    but holds at most `cap` (a ring that fills in the step stays full to its end)."""
+    if grown <= cap:
+        return 0.5 * (before + grown) * step
+    if before >= cap:
+        return cap * step
+    rise = (cap - before) / (grown - before) * step
+    return 0.5 * (before + cap) * rise + cap * (step - rise)
 
 
 @compiled

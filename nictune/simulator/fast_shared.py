@@ -43,7 +43,7 @@ class _Share:
     alt: np.ndarray  # shared hosts: share of t's span it keeps up beside a backlogged one
     alt_ws: np.ndarray  # ... and its cost per packet then (its w plus theirs)
     awake_rho: np.ndarray  # shared hosts: the others' load while t keeps up (NaN: none)
-    queued: np.ndarray  # shared hosts: packets queued, integrated over time (packet·s)
+    queue_area: np.ndarray  # shared hosts: the queue integrated over time (packet·s)
     longest: np.ndarray  # shared hosts: the longest wait for the queue ahead, s
 
 
@@ -85,7 +85,7 @@ def core_share(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarra
                    delivered=np.full(shape, np.nan), q_end=np.zeros(shape),
                    tail=np.zeros(shape), behind=np.zeros(shape), alt=np.zeros(shape),
                    alt_ws=np.zeros(shape), awake_rho=np.full(shape, np.nan),
-                   queued=np.zeros(shape), longest=np.zeros(shape))
+                   queue_area=np.zeros(shape), longest=np.zeros(shape))
     for cols in wl.groups:
         _share_host(wl, b, w, irq_load, soft_load, cap_q, cols, share, wakes)
     return share
@@ -157,7 +157,7 @@ def _share_host(wl: Workload, b: SettingBatch, w: np.ndarray, irq_load: np.ndarr
     out.high[rows, cols] = np.where(fluid, t.high / span, out.high[rows, cols])
     out.delivered[rows, cols] = np.where(fluid, wl.n[cols] - t.dropped, np.nan)
     out.q_end[rows, cols] = t.q_end
-    out.queued[rows, cols] = t.queued
+    out.queue_area[rows, cols] = t.queue_area
     out.longest[rows, cols] = t.longest
     out.tail[rows, cols] = np.clip(t.fin - end, 0.0, None)
     out.behind[rows, cols] = np.clip(t.behind / span, 0.0, 1.0)
@@ -328,20 +328,19 @@ def neighbours(wl: Workload, b: SettingBatch, x: np.ndarray, which: np.ndarray
     return out
 
 
-def round_robin(w: np.ndarray, ws: np.ndarray, wait: np.ndarray, turns: np.ndarray,
+def round_robin(w: np.ndarray, ws: np.ndarray, wait: np.ndarray, one: np.ndarray,
                 first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A batched consumer's cost per packet `ws` and wait before a drain `wait`, bounded
-    by the core's round-robin: a neighbour that queues one request at a time (busy_poll,
-    or a batched consumer draining) gets one packet per packet of the drain, however
-    loaded it is, so a packet costs at most w + Σ w_j (`turns`), and the wait is at most
+    """A consumer's cost per packet `ws` and wait before a drain `wait`, bounded by the
+    core's round-robin: a neighbour that queues one request at a time (busy_poll, or a
+    batched consumer draining) gets one packet per packet of the drain, however loaded it
+    is, so a packet costs at most w + Σ w_j (`one`: `one_each`), and the wait is at most
     TURNS of those packets each — the one in service and those interleaved while the work
     that piled up during the wake-up's own Ti lasts. Both are stretched by what is served
     first (`first`: active_wait's interrupts and packets, one request each). The batched
     neighbours' wake-ups are served first too, but counting them here made more rows
     worse than better (fast.md, "What changed in the fourteenth session")."""
-    free = np.clip(1.0 - first, 0.02, None)
-    return (np.minimum(ws, (w + turns) / free),
-            np.minimum(wait, TURNS * one_each(turns, first)))
+    return (np.minimum(ws, w / np.clip(1.0 - first, 0.02, None) + one),
+            np.minimum(wait, TURNS * one))
 
 
 def one_each(turns: np.ndarray, first: np.ndarray) -> np.ndarray:

@@ -415,7 +415,11 @@ def test_a_busy_poll_packet_waits_for_one_packet_of_a_saturated_neighbour(
 
 @pytest.mark.parametrize("mine", [NicSetting("busy_poll", ring_slots=16384),
                                   NicSetting("watermark", watermark=8,
-                                             watermark_timeout=100e-6, ring_slots=16384)])
+                                             watermark_timeout=100e-6, ring_slots=16384),
+                                  # (a ring that fills: the queue holds at the ring to
+                                  # the end of a step — 0.53 ms for 64 slots, DES 0.96)
+                                  NicSetting("busy_poll", ring_slots=256),
+                                  NicSetting("busy_poll", ring_slots=64)])
 def test_a_backlog_that_clears_before_the_end_still_delays_its_packets(
         mine: NicSetting) -> None:
     """A neighbour of 9000-byte packets takes the core for the first 66 ms of a 92 ms
@@ -424,15 +428,17 @@ def test_a_backlog_that_clears_before_the_end_still_delays_its_packets(
     Its packets wait 9 ms on average in the DES. The fast engine took the queue left at
     the end of the arrivals (none) for the backlog, and said 2.8 µs (busy_poll) and 97 µs
     (watermark); it now integrates the phases' queue (Little's law). Its p99 is the
-    longest wait, queue over the rate it is taken at then: an upper bound."""
+    longest wait, queue over the rate it is taken at then: above the DES's while the
+    ring holds the backlog, within 1 % of it when the ring fills (the ring over the
+    rate)."""
     costs = {"irq": 2e-6, "per_packet": 0.25e-6, "per_byte": 2.5e-9}
     config = shared_host(1, costs, [(5700, 1000, 62_000, "poisson"),
                                     (8300, 9000, 126_000, "cbr")])
     fast, des = (m[0] for m in on_host(config, {
         "t0": mine, "t1": NicSetting("passive_wait", poll_interval=77e-6, ring_slots=64)}))
-    assert des.latency_mean_s > 1e-3
+    assert des.latency_mean_s > 0.5e-3
     assert fast.latency_mean_s == pytest.approx(des.latency_mean_s, rel=0.15)
-    assert des.latency_p99_s <= fast.latency_p99_s <= 2.0 * des.latency_p99_s
+    assert 0.95 * des.latency_p99_s <= fast.latency_p99_s <= 2.0 * des.latency_p99_s
 
 
 @pytest.mark.parametrize("arrival", ["cbr", "poisson"])
