@@ -242,7 +242,7 @@ def _json_value(option: str, key: str, value: Any) -> Any:
     """A value of `ethtool --json -g/-l` output as nictune reads it: numbers are whole and
     within 32 bits (no NaN, floats or negatives) and the counts are numbers; anything else
     is a ParseError."""
-    number = _is_u32(value)
+    number = is_u32(value)
     if (isinstance(value, float) or (_is_int(value) and not number)
             or (key.removesuffix("-max") in _COUNTS and not number)):
         raise ParseError(f"ethtool --json {option}: {key}: unexpected value {value!r}")
@@ -253,7 +253,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_u32(value: Any) -> bool:
+def is_u32(value: Any) -> bool:
     return _is_int(value) and 0 <= value < 2**32
 
 
@@ -285,7 +285,7 @@ def parse_json_coalesce(text: str, repair: bool = False) -> dict[str, int | bool
         if key == "ifname" or (key.endswith("-profile") and isinstance(value, list)):
             continue
         switch = key.startswith(_SWITCHES)
-        if not (isinstance(value, bool) if switch else _is_u32(value)):
+        if not (isinstance(value, bool) if switch else is_u32(value)):
             want = "true or false" if switch else "a whole number"
             raise ParseError(f"ethtool --json -c: {key}: expected {want}, got "
                              f"{json.dumps(value)[:60]}")

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nictune.deploy.backends import HostContext, Note, backends, by_name, split_key
+from nictune.deploy.backends import HostContext, Note, backend, backends, names, split_key
 from nictune.deploy.inventory import HostInventory
 from nictune.deploy.parsers import UNREADABLE
 from nictune.deploy.probe import STATE_DIR, HostProbe, ProbeError, probe_host
@@ -169,12 +169,16 @@ def read_snapshot(state_dir: Path, host: str) -> Snapshot | None:
 
 def _knob_problem(key: str, value: Any) -> str:
     """Why a snapshot's knob is not one nictune wrote ("" when it is): a key of no
-    backend, or a value its backend never reads (a ring of "abc" failed the rollback at
-    its command, and the host stayed tuned)."""
-    backend = by_name(split_key(key)[1]) if KNOB_KEY.match(key) else None
-    if backend is None:
+    backend, or one its backend never reads (the wrong scope, nic or host, or param), or
+    a value it never reads there (a ring of "abc" failed the rollback at its command, and
+    the host stayed tuned)."""
+    try:
+        owner = backend(split_key(key)[1]) if KNOB_KEY.match(key) else None
+    except KeyError:
+        owner = None
+    if owner is None:
         return f"knob {key!r} malformed"
-    if not backend.valid(split_key(key)[2], value):
+    if not owner.valid(key, value):
         return f"knob {key!r}: {str(value)[:80]!r} is not a value nictune reads from a host"
     return ""
 
@@ -437,7 +441,7 @@ def plan_changes(ctx: HostContext, current: dict[str, Any],
             wanted, found = b.plan(ctx)
             notes.extend(found)
         else:
-            wanted = {k: v for k, v in targets.items() if split_key(k)[1] in _names(b)}
+            wanted = {k: v for k, v in targets.items() if split_key(k)[1] in names(b)}
         for knob, after in wanted.items():
             if knob not in current:
                 continue  # the knob vanished (an IRQ line gone): nothing to set
@@ -447,17 +451,6 @@ def plan_changes(ctx: HostContext, current: dict[str, Any],
     return changes, notes
 
 
-def _names(backend: Any) -> tuple[str, ...]:
-    return (backend.NAME, getattr(backend, "RPS", backend.NAME))
-
-
-def _backend(name: str) -> Any:
-    for b in backends():
-        if name in _names(b):
-            return b
-    raise KeyError(name)
-
-
 def _mgmt_refusal(ctx: HostContext, changes: list[Change]) -> str:
     """Why a guarded change may cut the SSH session ("" if none can): it touches the
     interface carrying it or a device under it (VLAN parent, bond slave, bridge port), or
@@ -465,7 +458,7 @@ def _mgmt_refusal(ctx: HostContext, changes: list[Change]) -> str:
     mgmt, ssh = ctx.probe.mgmt_ifaces, ctx.probe.ssh_iface
     for c in changes:
         nic = split_key(c.knob)[0]
-        if not nic or not getattr(_backend(c.backend), "MGMT_GUARDED", False):
+        if not nic or not getattr(backend(c.backend), "MGMT_GUARDED", False):
             continue
         iface = ctx.host.nics.get(nic)
         what = f"{c.backend} change on {iface} ({c.knob}: {c.before} -> {c.after})"
@@ -510,7 +503,7 @@ def _verify(conn: Connection, changes: list[Change], field_: str,
         for c in changes:
             want, have = getattr(c, field_), got.get(c.knob)
             exact = field_ == "before" or c.exact
-            if not _backend(c.backend).matches(c.knob, want, have, exact=exact):
+            if not backend(c.backend).matches(c.knob, want, have, exact=exact):
                 bad.append(f"{c.knob}: wanted {want!r}, reads {have!r}")
             elif notes is not None and want != have and c.backend == "ring":
                 nic = split_key(c.knob)[0]
@@ -542,10 +535,10 @@ def _transact(conn: Connection, ctx: HostContext, changes: list[Change], notes: 
 def _run_changes(conn: Connection, ctx: HostContext, changes: list[Change], opts: Options,
                  action: str, result: HostResult) -> None:
     host, audit, wd = ctx.host, _audit(ctx.host), Watchdog(conn)
-    order = [b for b in backends() if any(c.backend in _names(b) for c in changes)]
+    order = [b for b in backends() if any(c.backend in names(b) for c in changes)]
 
     def values(b: Any, which: str) -> dict[str, Any]:
-        return {c.knob: getattr(c, which) for c in changes if c.backend in _names(b)}
+        return {c.knob: getattr(c, which) for c in changes if c.backend in names(b)}
 
     restore = [cmd for b in reversed(order) for cmd in b.commands(ctx, values(b, "before"))]
     seconds = opts.confirm_timeout or opts.guard_timeout
@@ -557,7 +550,7 @@ def _run_changes(conn: Connection, ctx: HostContext, changes: list[Change], opts
         done, error = _steps_outcome(res, len(steps))
         finished = {b.NAME for b in order} - {b.NAME for b, _ in steps[done:]}
         for c in changes:
-            if _backend(c.backend).NAME in finished:
+            if backend(c.backend).NAME in finished:
                 audit.write(host.name, c.knob, c.before, c.after, action)
         if error:
             b, cmd = steps[done]

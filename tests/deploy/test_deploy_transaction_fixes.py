@@ -266,6 +266,17 @@ def test_a_corrupt_mapping_is_refused(fake: FakeHost) -> None:
     lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/pfring/profile": 5}},
     lambda d: {**d, "knobs": {**d["knobs"], "host/sysctl/busy_read": 1.5}},
     lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/bogus/x": 1}},
+    # (from a review: past what ethtool holds, the other kind of the backend's key, the
+    # wrong scope)
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/ring/rx": 2**40}},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/coalesce/rx-usecs": 2**32}},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/irq/rx-0": 5}},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/rps/5": "0-3"}},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/rps/rx-abc": 3}},
+    lambda d: {**d, "knobs": {**d["knobs"], "host/ring/rx": 512}},
+    lambda d: {**d, "knobs": {**d["knobs"], "host/pfring/profile": "x"}},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/pfring/conf": "x"}},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/sysctl/busy_read": 0}},
 ])
 def test_a_snapshot_that_is_not_one_is_refused(fake: FakeHost, change: Any) -> None:
     host = fake.inventory({"nic-1": "eth1"})

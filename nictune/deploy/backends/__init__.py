@@ -13,8 +13,9 @@ JSON value. Each backend module defines `NAME` and
 * `matches(knob, want, got, exact=False) -> bool` — read-back comparison (driver rounding
   tolerated where the kernel may round, unless `exact`: `want` was itself read from the
   host — a snapshot's value — so the driver holds it as it is);
-* `valid(param, value) -> bool` — whether `read` could have given that value for that
-  param: a snapshot nictune did not write is refused before it touches the host.
+* `valid(knob, value) -> bool` — whether `read` could have given that knob (its scope,
+  nic or host, and param) that value: a snapshot nictune did not write is refused before
+  it touches the host.
 
 `backends()` gives the apply order; restore runs in reverse.
 """
@@ -132,9 +133,17 @@ def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def by_name(name: str) -> ModuleType | None:
-    """The backend module whose knobs are `…/name/…`; None for no such backend."""
-    return next((b for b in backends() if name in getattr(b, "NAMES", (b.NAME,))), None)
+def names(backend: ModuleType) -> tuple[str, ...]:
+    """The `…/name/…` parts of a backend's knob keys (irq_affinity has two)."""
+    return getattr(backend, "NAMES", (backend.NAME,))
+
+
+def backend(name: str) -> ModuleType:
+    """The backend module whose knobs are `…/name/…` (KeyError: none)."""
+    for b in backends():
+        if name in names(b):
+            return b
+    raise KeyError(name)
 
 
 @functools.cache

@@ -24,8 +24,9 @@ NAME = "sysctl"
 matches = default_matches
 
 
-def valid(param: str, value: Any) -> bool:
-    return param in SYSCTLS and is_int(value)
+def valid(knob: str, value: Any) -> bool:
+    nic, _, param = split_key(knob)
+    return not nic and param in SYSCTLS and is_int(value)
 
 
 def read(probe: HostProbe) -> dict[str, Any]:

@@ -15,11 +15,11 @@ from nictune.deploy.backends import (
     Note,
     default_matches,
     ethtool_commands,
-    is_int,
     nic_key,
     originals,
     split_key,
 )
+from nictune.deploy.parsers import is_u32
 from nictune.deploy.probe import HostProbe
 
 NAME = "channels"
@@ -38,8 +38,9 @@ def _field(channels: dict[str, dict[str, Any]] | None) -> str | None:
     return None
 
 
-def valid(param: str, value: Any) -> bool:
-    return param in ("combined", "rx") and is_int(value) and value > 0
+def valid(knob: str, value: Any) -> bool:
+    nic, _, param = split_key(knob)
+    return bool(nic) and param in ("combined", "rx") and is_u32(value) and value > 0
 
 
 def read(probe: HostProbe) -> dict[str, Any]:

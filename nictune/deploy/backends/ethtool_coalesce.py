@@ -16,11 +16,11 @@ from nictune.deploy.backends import (
     Note,
     default_matches,
     ethtool_commands,
-    is_int,
     nic_key,
     originals,
     split_key,
 )
+from nictune.deploy.parsers import is_u32
 from nictune.deploy.probe import HostProbe
 
 NAME = "coalesce"
@@ -28,10 +28,11 @@ PARAMS = ("adaptive-rx", "rx-usecs", "rx-frames")
 matches = default_matches
 
 
-def valid(param: str, value: Any) -> bool:
-    if param == "adaptive-rx":
-        return isinstance(value, bool)
-    return param in PARAMS and is_int(value) and value >= 0
+def valid(knob: str, value: Any) -> bool:
+    nic, _, param = split_key(knob)
+    if not nic or param not in PARAMS:
+        return False
+    return isinstance(value, bool) if param == "adaptive-rx" else is_u32(value)
 
 
 def read(probe: HostProbe) -> dict[str, Any]:

@@ -25,8 +25,9 @@ FEATURES = {"generic-receive-offload": "gro"}  # ethtool -k name -> ethtool -K n
 matches = default_matches
 
 
-def valid(param: str, value: Any) -> bool:
-    return param in FEATURES and isinstance(value, bool)
+def valid(knob: str, value: Any) -> bool:
+    nic, _, param = split_key(knob)
+    return bool(nic) and param in FEATURES and isinstance(value, bool)
 
 
 def read(probe: HostProbe) -> dict[str, Any]:

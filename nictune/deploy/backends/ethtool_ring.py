@@ -11,19 +11,20 @@ from nictune.deploy.backends import (
     HostContext,
     Note,
     ethtool_commands,
-    is_int,
     nic_key,
     originals,
     split_key,
 )
+from nictune.deploy.parsers import is_u32
 from nictune.deploy.probe import HostProbe
 
 NAME = "ring"
 MGMT_GUARDED = True  # changes on the SSH interface need --allow-mgmt-iface
 
 
-def valid(param: str, value: Any) -> bool:
-    return param == "rx" and is_int(value) and value >= 0
+def valid(knob: str, value: Any) -> bool:
+    nic, _, param = split_key(knob)
+    return bool(nic) and param == "rx" and is_u32(value)
 
 
 def read(probe: HostProbe) -> dict[str, Any]:

@@ -5,6 +5,7 @@ core instead. A running irqbalance would undo the affinity: reported as a warnin
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
@@ -17,11 +18,15 @@ RPS = "rps"
 NAMES = (NAME, RPS)  # (the two kinds of key this backend sets)
 
 
-def valid(param: str, value: Any) -> bool:
-    """`irq/N`: a CPU list; `rps/rx-N`: a CPU mask (an integer)."""
-    if param.startswith("rx-"):
-        return is_int(value) and value >= 0
-    if not (parsers.is_count(param) and isinstance(value, str)):
+def valid(knob: str, value: Any) -> bool:
+    """`nic/ID/irq/N`: a CPU list; `nic/ID/rps/rx-N`: a CPU mask (an integer)."""
+    nic, name, param = split_key(knob)
+    if not nic:
+        return False
+    if name == RPS:
+        return (re.fullmatch(r"rx-[0-9]+", param) is not None and is_int(value)
+                and 0 <= value < 2**parsers.MAX_CPUS)
+    if not (name == NAME and parsers.is_count(param) and isinstance(value, str)):
         return False
     try:
         return bool(parsers.cpu_list(value))

@@ -28,8 +28,9 @@ PARAMS = ("gro_flush_timeout", "napi_defer_hard_irqs")
 matches = default_matches
 
 
-def valid(param: str, value: Any) -> bool:
-    return param in PARAMS and is_int(value)
+def valid(knob: str, value: Any) -> bool:
+    nic, _, param = split_key(knob)
+    return bool(nic) and param in PARAMS and is_int(value)
 
 
 def read(probe: HostProbe) -> dict[str, Any]:

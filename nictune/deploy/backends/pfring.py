@@ -39,9 +39,11 @@ MAX_POLL_MS = 65535
 matches = default_matches
 
 
-def valid(param: str, value: Any) -> bool:
-    """A file's text, or None where there was no file (any text: it was the host's)."""
-    return param in ("conf", "profile") and isinstance(value, str | None)
+def valid(knob: str, value: Any) -> bool:
+    """A file's text, or None where there was no file (any text: it was the host's):
+    the host's pf_ring.conf, a NIC's capture profile."""
+    nic, _, param = split_key(knob)
+    return param == ("profile" if nic else "conf") and isinstance(value, str | None)
 
 
 def read(probe: HostProbe) -> dict[str, Any]:
