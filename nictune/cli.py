@@ -120,13 +120,28 @@ class _Output:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    stdout, sys.stdout = sys.stdout, _Output(sys.stdout)
+    try:
+        return _run(argv)
+    finally:
+        sys.stdout = stdout
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit:
+            sys.stdout.flush()  # (--help and --version: their output is written here)
+            raise
+    except RunError as exc:
+        print(f"nictune: failed: {one_line(exc)}", file=sys.stderr)
+        return exc.exit_code
     term = _Terminated()
     previous = None
     if args.command in HOST_COMMANDS and threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, term)
-    stdout, sys.stdout = sys.stdout, _Output(sys.stdout)
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # (a failed write of the last buffered output is reported too)
@@ -151,7 +166,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_stdout()
         return 128 + signal.SIGPIPE
     finally:
-        sys.stdout = stdout
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 
@@ -160,7 +174,11 @@ def _quiet_stdout() -> None:
     """Point standard output at /dev/null, so that the interpreter's last flush of what
     could not be written is quiet."""
     with contextlib.suppress(OSError, ValueError):
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, sys.stdout.fileno())
+        finally:
+            os.close(null)
 
 
 def _stdout_is_a_pipe() -> bool:

@@ -469,12 +469,12 @@ def _identifier_or_fail(name: object, source: str, where: str) -> str:
 
 
 def _reference(f: _Fields, key: str, known: Mapping[str, Any]) -> str:
-    """The name `f[key]` refers to, one of `known` (`host: on` is YAML's True: refused
-    as no name, where it read "unknown host True")."""
+    """The name `f[key]` refers to, one of `known` (`host: on` is YAML's True, `host: ~`
+    its null: refused as no name, where they read "unknown host True")."""
     value = _name(f.raw.get(key))
-    if not f.has(key):
+    if key not in f.raw:
         f.fail("is required", key)
-    if isinstance(value, bool):
+    if isinstance(value, bool) or value is None:  # (`~` is YAML's null)
         f.fail(f"{_NOT_A_NAME} {value!r}", key)
     if not isinstance(value, str) or value not in known:
         f.fail(f"unknown {key} {value!r} ({key}s: {', '.join(list(known)[:8]) or 'none'})", key)

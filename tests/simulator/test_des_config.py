@@ -169,6 +169,7 @@ BAD = [
     # (`host: on` is YAML's True: it read "unknown host True")
     ({"nics.n1.host": True}, r"nics\.n1\.host: a name must be text \(quote yes, no, on"),
     ({"transmissions.0.nic": False}, r"transmissions\[0\]\.nic: a name must be text"),
+    ({"nics.n1.host": None}, r"nics\.n1\.host: a name must be text .*got None"),
     ({"nics.n1.host": _DELETE}, r"nics\.n1\.host: is required"),
     ({"transmissions.0.nic": _DELETE}, r"transmissions\[0\]\.nic: is required"),
     ({"transmissions.0.arrival": "bursty"}, r"arrival: must be one of cbr, poisson, onoff"),

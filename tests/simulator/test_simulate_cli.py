@@ -326,3 +326,22 @@ def test_output_that_cannot_be_written_is_one_line(
     assert code == 1
     assert capsys.readouterr().err == (
         "nictune simulate: failed: cannot write the output: No space left on device\n")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["simulate", "--help"]])
+def test_help_that_cannot_be_written_is_one_line(
+        argv: list[str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`nictune --help > /dev/full` exited 0 with nothing written (argparse ran before the
+    output was watched)."""
+    out = open("/dev/full", "w")  # noqa: SIM115 (closed below, after the undo)
+    monkeypatch.setattr(sys, "stdout", out)
+    try:
+        code = main(argv)
+    finally:
+        monkeypatch.undo()
+        with contextlib.suppress(OSError):
+            out.close()
+    assert code == 1
+    assert capsys.readouterr().err == (
+        "nictune: failed: cannot write the output: No space left on device\n")
