@@ -312,18 +312,23 @@ def test_a_reader_that_goes_away_ends_the_output_quietly(
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_output_that_cannot_be_written_is_one_line(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """`nictune simulate … > /dev/full` was an OSError traceback."""
+def _to_a_full_disk(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
+    """`nictune ARGV > /dev/full`: the exit code."""
     out = open("/dev/full", "w")  # noqa: SIM115 (closed below, after the undo)
     monkeypatch.setattr(sys, "stdout", out)
     try:
-        code = main(["simulate", str(ROOT / "configs" / "paper-47.yaml"), "--engine", "fast"])
+        return main(argv)
     finally:
         monkeypatch.undo()
         with contextlib.suppress(OSError):
             out.close()
-    assert code == 1
+
+
+def test_output_that_cannot_be_written_is_one_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`nictune simulate … > /dev/full` was an OSError traceback."""
+    argv = ["simulate", str(ROOT / "configs" / "paper-47.yaml"), "--engine", "fast"]
+    assert _to_a_full_disk(argv, monkeypatch) == 1
     assert capsys.readouterr().err == (
         "nictune simulate: failed: cannot write the output: No space left on device\n")
 
@@ -334,14 +339,6 @@ def test_help_that_cannot_be_written_is_one_line(
         capsys: pytest.CaptureFixture[str]) -> None:
     """`nictune --help > /dev/full` exited 0 with nothing written (argparse ran before the
     output was watched)."""
-    out = open("/dev/full", "w")  # noqa: SIM115 (closed below, after the undo)
-    monkeypatch.setattr(sys, "stdout", out)
-    try:
-        code = main(argv)
-    finally:
-        monkeypatch.undo()
-        with contextlib.suppress(OSError):
-            out.close()
-    assert code == 1
+    assert _to_a_full_disk(argv, monkeypatch) == 1
     assert capsys.readouterr().err == (
         "nictune: failed: cannot write the output: No space left on device\n")
