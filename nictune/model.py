@@ -44,6 +44,7 @@ MIN_PACKET, MAX_PACKET = 64, 9000
 PFRING_WATERMARK, PFRING_POLL_DURATION, PFRING_SLOTS = 128, 0.5, 4096
 MIN_INTERVAL, MAX_INTERVAL = 1e-6, 10.0
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+NAME_RULE = "a name of up to 64 letters, digits, '_', '.', '-' (not starting with '_', '.', '-')"
 
 
 class ConfigError(InputError):
@@ -339,8 +340,7 @@ def _id_text(value: Any) -> str:
 
 def _identifier(value: Any) -> str:
     if not isinstance(value, str) or not _ID.match(value):
-        raise ValueError("expected a name of up to 64 letters, digits, '_', '.', '-' (not "
-                         f"starting with '_', '.', '-'), got {value!r}")
+        raise ValueError(f"expected {NAME_RULE}, got {value!r}")
     return value
 
 

@@ -24,6 +24,7 @@ from nictune.model import (
     MAX_INTERVAL,
     MIN_INTERVAL,
     MODES,
+    NAME_RULE,
     PLACEMENTS,
     NicSetting,
 )
@@ -136,8 +137,7 @@ def _check_setting(raw: object, where: str) -> NicSetting:
 def _name(raw: dict[str, Any], key: str, where: str) -> str:
     value = raw.get(key)
     if not isinstance(value, str) or not _ID.match(value):
-        raise PlanError(f"{where}.{key}: expected a name of up to 64 letters, digits, '_', "
-                        f"'.', '-' (not starting with '_', '.', '-'), got {value!r}")
+        raise PlanError(f"{where}.{key}: expected {NAME_RULE}, got {value!r}")
     return value
 
 

@@ -243,18 +243,19 @@ def _json_value(option: str, key: str, value: Any) -> Any:
     within 32 bits (no NaN, floats or negatives) and the counts are numbers; anything else
     is a ParseError."""
     number = is_u32(value)
-    if (isinstance(value, float) or (_is_int(value) and not number)
+    if (isinstance(value, float) or (is_int(value) and not number)
             or (key.removesuffix("-max") in _COUNTS and not number)):
         raise ParseError(f"ethtool --json {option}: {key}: unexpected value {value!r}")
     return value
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
+    """An integer, not a boolean (JSON's `true` is a bool, and bool is an int)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def is_u32(value: Any) -> bool:
-    return _is_int(value) and 0 <= value < 2**32
+    return is_int(value) and 0 <= value < 2**32
 
 
 def _json_sections(obj: dict[str, Any], option: str) -> dict[str, dict[str, Any]]:
@@ -305,7 +306,7 @@ def _coalesce_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         key = raw.strip().rstrip(":").strip()
         if key in ("rx", "tx"):
             key = f"{'cqe-mode' if numbers else 'adaptive'}-{key}"
-        numbers = numbers or _is_int(value)
+        numbers = numbers or is_int(value)
         out[key] = value
     return out
 

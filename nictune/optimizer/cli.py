@@ -227,8 +227,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(json_document(plan_path, outcome, config, meta), indent=1))
     else:
         print(summary)
-        print(f"plan: {plan_path} (and pareto.csv, logbook.csv, convergence.png, pareto.png, "
-              f"summary.md in {out})")
+        others = ", ".join(n for n in OUTPUTS if n != plan_path.name)
+        print(f"plan: {plan_path} (and {others} in {out})")
     return 0
 
 

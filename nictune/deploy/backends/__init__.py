@@ -128,11 +128,6 @@ def default_matches(key: str, want: Any, got: Any, exact: bool = False) -> bool:
     return want == got
 
 
-def is_int(value: Any) -> bool:
-    """An integer, not a boolean (JSON's `true` is a bool, and bool is an int)."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def names(backend: ModuleType) -> tuple[str, ...]:
     """The `…/name/…` parts of a backend's knob keys (irq_affinity has two)."""
     return getattr(backend, "NAMES", (backend.NAME,))

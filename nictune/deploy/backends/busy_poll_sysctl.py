@@ -14,10 +14,10 @@ from nictune.deploy.backends import (
     Note,
     default_matches,
     host_key,
-    is_int,
     originals,
     split_key,
 )
+from nictune.deploy.parsers import is_int
 from nictune.deploy.probe import SYSCTLS, HostProbe
 
 NAME = "sysctl"

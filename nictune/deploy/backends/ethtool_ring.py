@@ -15,7 +15,7 @@ from nictune.deploy.backends import (
     originals,
     split_key,
 )
-from nictune.deploy.parsers import is_u32
+from nictune.deploy.parsers import is_int, is_u32
 from nictune.deploy.probe import HostProbe
 
 NAME = "ring"
@@ -31,7 +31,7 @@ def read(probe: HostProbe) -> dict[str, Any]:
     out = {}
     for nic_id, nic in probe.nics.items():
         rx = ((nic.ring or {}).get("current") or {}).get("rx")
-        if isinstance(rx, int) and not isinstance(rx, bool):
+        if is_int(rx):
             out[nic_key(nic_id, NAME, "rx")] = rx
     return out
 

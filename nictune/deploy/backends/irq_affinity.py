@@ -10,7 +10,7 @@ import shlex
 from typing import Any
 
 from nictune.deploy import parsers
-from nictune.deploy.backends import HostContext, Note, is_int, nic_key, originals, split_key
+from nictune.deploy.backends import HostContext, Note, nic_key, originals, split_key
 from nictune.deploy.probe import HostProbe
 
 NAME = "irq"
@@ -24,7 +24,7 @@ def valid(knob: str, value: Any) -> bool:
     if not nic:
         return False
     if name == RPS:
-        return (re.fullmatch(r"rx-[0-9]+", param) is not None and is_int(value)
+        return (re.fullmatch(r"rx-[0-9]+", param) is not None and parsers.is_int(value)
                 and 0 <= value < 2**parsers.MAX_CPUS)
     if not (name == NAME and parsers.is_count(param) and isinstance(value, str)):
         return False

@@ -16,11 +16,11 @@ from nictune.deploy.backends import (
     HostContext,
     Note,
     default_matches,
-    is_int,
     nic_key,
     originals,
     split_key,
 )
+from nictune.deploy.parsers import is_int
 from nictune.deploy.probe import HostProbe
 
 NAME = "napi"
