@@ -366,6 +366,30 @@ def round_robin(w: np.ndarray, ws: np.ndarray, wait: np.ndarray, one: np.ndarray
             np.minimum(wait, TURNS * one))
 
 
+def poll_wait(wl: Workload, b: SettingBatch, w: np.ndarray, served: np.ndarray,
+              behind: np.ndarray, polls: np.ndarray, first: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The wait of a wake-up's first request beside busy-pollers (`polls`, (P, T)), and the
+    chance that it waits at all. A busy-poller has one request at a time and the core takes
+    requests FIFO, so each is ahead of the drain at most once: in service when the wake-up
+    comes (u_j = `served`_j·w_j of the time; the wake-up's Ti preempts it), with w_j/2 of
+    its packet left on average; else with a whole packet queued ahead when it is
+    backlogged (`behind`_j) or notices a packet during the wake-up's own Ti
+    (1 − e^(−λ_j·Ti)). Stretched by what is served first (`first`)."""
+    mean, idle = np.zeros(w.shape), np.ones(w.shape)
+    for cols in wl.groups:
+        on = ((b.irq_core[:, cols, None] == b.irq_core[:, None, cols])
+              & ~np.eye(cols.size, dtype=bool) & polls[:, None, cols]) * _overlap(wl, cols)
+        wj = w[:, cols]
+        u = np.clip(served[:, cols] * wj, 0.0, 1.0)[:, None, :]
+        back = behind[:, cols][:, None, :]
+        notice = 1.0 - np.exp(-wl.local[cols][None, None, :] * wl.ti[cols][None, :, None])
+        queued = (1.0 - u) * (back + (1.0 - back) * notice)  # (P, i, j)
+        mean[:, cols] = rowsum(on, u * wj[:, None, :] / 2.0 + queued * wj[:, None, :])
+        idle[:, cols] = np.prod(1.0 - on * (u + queued), axis=2)
+    return mean / np.clip(1.0 - first, 0.02, None), 1.0 - idle
+
+
 def one_each(turns: np.ndarray, first: np.ndarray) -> np.ndarray:
     """What a request waits for one packet of each neighbour with one request at a time
     (`turns`: Σ w_j), stretched by what is served first (`first`)."""
