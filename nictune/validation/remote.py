@@ -21,6 +21,7 @@ from typing import Any
 
 from nictune.deploy.inventory import HostInventory
 from nictune.deploy.parsers import is_count
+from nictune.deploy.probe import probe_host
 from nictune.deploy.transport import Connection
 from nictune.errors import RunError
 from nictune.units import is_finite_number
@@ -40,11 +41,15 @@ class Receiver:
     address: str
     hz: int
     directory: str
+    irqs: tuple[str, ...]  # the NIC's IRQ lines, as the probe finds them (none: a veth)
 
     @classmethod
     def prepare(cls, conn: Connection, host: HostInventory, iface: str) -> Receiver:
-        """Ship agent.py + pfring.py into a fresh private directory and find the interface's
-        IPv4 address. Use as a context manager: the directory is deleted at its end."""
+        """Ship agent.py + pfring.py into a fresh private directory, find the interface's
+        IPv4 address and its IRQ lines (the probe's: its msi_irqs, else by handler name,
+        bus address or device — virtio0-input.0, mlx5_comp0@pci:…, which the interface's
+        name alone misses). Use as a context manager: the directory is deleted at its
+        end."""
         directory = _private_directory(conn, host)
         try:
             for path in AGENT_FILES:
@@ -58,10 +63,13 @@ class Receiver:
                 raise RunError(f"{host.name}: interface {iface} has no IPv4 address to send "
                                f"to ({res.error_line() if not res.ok else 'ip addr shows none'})")
             hz = conn.run(["getconf", "CLK_TCK"]).stdout.strip()
+            nic = next((n for n in probe_host(conn).nics.values() if n.iface == iface), None)
         except BaseException:
             _stop(conn, shlex.join(["rm", "-rf", directory]))
             raise
-        return cls(conn, host, iface, address, int(hz) if is_count(hz) else 100, directory)
+        irqs = tuple(str(irq) for irq in sorted(nic.irqs)) if nic is not None else ()
+        return cls(conn, host, iface, address, int(hz) if is_count(hz) else 100, directory,
+                   irqs)
 
     def __enter__(self) -> Receiver:
         return self
@@ -166,7 +174,7 @@ def measure(rx: Receiver, sender: Connection, spec: traffic.TrafficSpec,
     result = agent_result(rx.host.name, text)
     try:
         delta = counters.delta(result.pop("counters_before"), result.pop("counters_after"),
-                               rx.iface, hz=rx.hz)
+                               rx.iface, hz=rx.hz, irqs=rx.irqs)
     except RunError as exc:  # a garbled /proc snapshot: say which host sent it
         raise RunError(f"{rx.host.name}: {exc}") from None
     return {"agent": result, "sender": sent.to_json(), "counters": delta.to_json(),

@@ -324,8 +324,9 @@ def markdown(report: dict[str, Any]) -> str:
           "delivery) and, as the seed paper defines it, bytes sent over the sender's "
           "duration. Mean ± half-width of the 95 % confidence interval; the change is "
           "Welch's t-test of optimized against default — 'not significant' means the runs "
-          "cannot tell the arms apart. NET_RX softirqs and /proc/stat are host-wide; a veth "
-          "has no IRQ lines (NIC IRQs n/a).", "",
+          "cannot tell the arms apart. NET_RX softirqs and /proc/stat are host-wide; NIC IRQs "
+          "count the lines the probe finds for the interface, n/a where it has none (a "
+          "veth).", "",
           "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     md += ["| " + " | ".join(r) + " |" for r in rows[1:]]
     md += ["", "## Findings", "", *_findings(report), ""]

@@ -121,6 +121,26 @@ def test_veth_counters_from_a_real_capture() -> None:
     assert d.cpu_busy_s >= 0
 
 
+@pytest.mark.parametrize("sample, iface, irqs, line", [
+    ("virtio_net__proc-interrupts__1.txt", "eth0", ("24", "25", "26"), "25"),
+    ("mlx5_core__proc-interrupts__2.txt", "enp1s0f0", ("27", "28", "29"), "28"),
+])
+def test_nic_interrupts_count_the_lines_the_probe_found(shared: Path, sample: str, iface: str,
+                                                        irqs: tuple[str, ...], line: str
+                                                        ) -> None:
+    """virtio_net's and mlx5's lines (virtio0-input.0, mlx5_comp0@pci:…) do not carry the
+    interface's name: the count takes the probe's lines. By the name alone they were
+    n/a in the report."""
+    text = (shared / "data" / "ethtool-samples" / sample).read_text()
+    before = {"/proc/interrupts": text}
+    after = {"/proc/interrupts": re.sub(rf"(?m)^(\s*{line}:\s+)([0-9]+)",
+                                        lambda m: m.group(1) + str(int(m.group(2)) + 1000),
+                                        text, count=1)}
+    assert after["/proc/interrupts"] != text
+    assert counters.delta(before, after, iface).nic_interrupts is None
+    assert counters.delta(before, after, iface, irqs=irqs).nic_interrupts == 1000
+
+
 def veth_snapshot() -> dict:
     return json.loads((DATA / "veth-counters.json").read_text())
 
