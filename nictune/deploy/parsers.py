@@ -86,6 +86,10 @@ def parse_coalesce(text: str) -> dict[str, int | bool | None] | None:
         m = re.match(r"^\s*([a-z][a-z0-9-]*):\s*(\S*)", line)
         if m and not line.startswith("Coalesce parameters"):
             value = _value(m.group(2))
+            if isinstance(value, str) and m.group(1) in ("rx-usecs", "rx-frames"):
+                # (what nictune sets: a word there is garbled output, not "n/a")
+                raise ParseError(f"ethtool -c: {m.group(1)}: expected a count or n/a, got "
+                                 f"{m.group(2)[:40]!r}")
             out[m.group(1)] = value if not isinstance(value, str) else None
     if "rx-usecs" not in out:
         raise ParseError(f"ethtool -c: no 'rx-usecs' in {text[:80]!r}")

@@ -347,9 +347,12 @@ def _nic_section(nic: NicProbe, section: str, body: str) -> None:
         raise parsers.ParseError(f"ethtool -{cmd} {nic.iface} was killed mid-output")
     if not body.strip():
         raise parsers.ParseError(f"ethtool -{cmd} {nic.iface} printed nothing (3 tries)")
-    if parsers.unsupported(body) or (fmt == "json" and body.lstrip()[0] not in "[{"):
+    if parsers.unsupported(body):
         nic.errors[cmd] = body.strip()[:200]
         return
+    if fmt == "json" and body.lstrip()[0] not in "[{":  # (not "absent": Permission denied)
+        raise parsers.ParseError(f"ethtool --json -{cmd} {nic.iface}: neither JSON nor "
+                                 f"'not supported': {body.strip()[:80]!r}")
     target = {"c": "coalesce", "g": "ring", "l": "channels", "k": "features"}[cmd]
     parse = {
         ("text", "c"): parsers.parse_coalesce, ("json", "c"): parsers.parse_json_coalesce,

@@ -193,6 +193,9 @@ GARBLED = [
     (lambda: parsers.parse_ring("Pre-set maximums:\nRX:\t4096\nCurrent hardware settings:\n"
                                 "RX:\t-1\n"), "negative"),
     (lambda: parsers.parse_coalesce("rx-usecs: 99999999999999999999\n"), "beyond 32 bits"),
+    # a word where nictune's knob is: garbled, not "n/a" (deploy said the NIC lacked it)
+    (lambda: parsers.parse_coalesce("Coalesce parameters for eth0:\nrx-usecs: banana\n"),
+     "rx-usecs: expected a count or n/a"),
     # --json values of the wrong type (NaN, floats, strings for booleans, booleans for counts)
     (lambda: parsers.parse_json_coalesce('[{"rx-usecs": NaN}]'), "rx-usecs"),
     (lambda: parsers.parse_json_coalesce('[{"rx-frames": 1.5}]'), "rx-frames"),
