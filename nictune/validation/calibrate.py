@@ -329,7 +329,12 @@ def calibrate(inventory: Inventory, sender: str, receiver: str, opts: Options,
                         progress(f"{mode} {size} B at {rate:g} pps ({rep + 1})")
                         points.append(_point(rx, tx_conn, opts, mode, size, rate, rep))
             finally:
-                restored = tx.restore_host(rx_conn.reconnect_if_lost(), host)
+                try:
+                    restored = tx.restore_host(rx_conn.reconnect_if_lost(), host)
+                except KeyboardInterrupt:  # (Ctrl-C again: say what is left)
+                    progress(runner.unrestored(
+                        {receiver: "FAILED: interrupted while restoring it"}, inventory.path))
+                    raise
                 if not restored.ok:
                     raise RunError(f"{receiver}: restore failed; " + runner.unrestored(
                         {receiver: f"FAILED: {restored.error}"}, inventory.path))

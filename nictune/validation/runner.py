@@ -88,14 +88,20 @@ def _receivers(inventory: Inventory, names: list[str],
                                 probe.timer if probe else "none")
         yield hosts
     finally:
+        interrupted = False
         for name, h in hosts.items():
             try:
                 res = _put_back(h)
                 restored[name] = res.status if res.ok else f"FAILED: {res.error or res.status}"
+            except KeyboardInterrupt:  # (Ctrl-C again: this host is named, the others
+                interrupted = True     # are still put back, then the interrupt goes on)
+                restored[name] = "FAILED: interrupted while putting it back"
             except Exception as exc:  # reported; the other hosts are still restored
                 restored[name] = f"FAILED: {exc}"
             finally:
                 h.conn.close()
+        if interrupted:
+            raise KeyboardInterrupt
 
 
 def unrestored(restored: dict[str, str], inventory: Path | str) -> str:
