@@ -4,6 +4,7 @@ another failed."""
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -108,11 +109,27 @@ def run_group(hosts: Iterable[HostInventory], fn: Callable[[HostInventory], T],
             # start. Ctrl-C can come inside a submit, after its thread started but before
             # the pool knew of it, so every thread of this pool is joined, and what ran is
             # read from `done`, not from the futures.
-            pool.shutdown(wait=True, cancel_futures=True)
-            for thread in threading.enumerate():
-                if thread.name.startswith(prefix + "_"):
-                    thread.join()
+            pool.shutdown(wait=False, cancel_futures=True)
+            _join(prefix)
             raise GroupInterrupted(GroupResult(
                 {h.name: done[h.name] for h in hosts if h.name in done},
                 [h.name for h in hosts if h.name not in done], interrupted=True)) from None
     return GroupResult({h.name: done[h.name] for h in hosts})
+
+
+def _join(prefix: str) -> None:
+    """Wait for every thread of the pool `prefix`, however often Ctrl-C (or SIGTERM) comes
+    again: a second one had cut the wait short and left a host half-applied until its
+    timer fired, with no results printed."""
+    told = False
+    while True:
+        try:  # (polled: a join that Ctrl-C interrupts marks a running thread as ended)
+            while any(t.is_alive() for t in threading.enumerate()
+                      if t.name.startswith(prefix + "_")):
+                time.sleep(0.05)
+            return
+        except KeyboardInterrupt:
+            if not told:
+                print("nictune: letting the running hosts finish their transactions "
+                      "(Ctrl-C again is ignored)", file=sys.stderr)
+                told = True

@@ -64,6 +64,28 @@ def test_ctrl_c_after_every_host_started_is_still_not_ok() -> None:
                                "not_started": []}
 
 
+def test_ctrl_c_again_while_the_running_hosts_finish_is_ignored(
+        capsys: pytest.CaptureFixture) -> None:
+    """Ctrl-C twice: the second came while the pool waited for the running host and cut
+    the wait short — the host's transaction went on in its thread unseen, no results
+    were printed. Now the running host still finishes and is reported."""
+    hosts = [HostInventory(f"h{i}", "192.0.2.1") for i in range(3)]
+
+    def one(host: HostInventory) -> str:
+        if host.name == "h0":
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.3)
+        return host.name
+
+    with pytest.raises(GroupInterrupted) as stop:
+        run_group(hosts, one, workers=1)
+    group = stop.value.result
+    assert group.succeeded == ["h0"] and group.not_started == ["h1", "h2"]
+    assert "Ctrl-C again is ignored" in capsys.readouterr().err
+
+
 def test_cli_prints_the_finished_hosts_after_ctrl_c(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
