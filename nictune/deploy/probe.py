@@ -195,6 +195,18 @@ def _int(text: str | None) -> int | None:
         return None
 
 
+def _count(text: str | None, what: str) -> int | None:
+    """A knob's value as the host printed it: None when it printed none (the file or
+    sysctl is missing), else digits only — `-1`, `+5` or `1_000` are garbled output, not a
+    value to save in a snapshot and write back."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    if not parsers.is_count(text):
+        raise parsers.ParseError(f"probe output: {what}={text[:40]!r} is not a count")
+    return int(text)
+
+
 def _file(body: str, what: str) -> str | None:
     """The text of a file `_cat` printed (None: there is none), exactly its bytes."""
     if body.strip() == "@@missing":
@@ -275,7 +287,7 @@ def parse_probe(host: HostInventory, text: str) -> HostProbe:
                                          f"CPU count (1..{parsers.MAX_CPUS})")
             probe.irqbalance = kv.get("irqbalance") == "yes"
             probe.pfring_loaded = kv.get("pfring") == "yes"
-            probe.sysctls = {s: _int(kv.get(f"sysctl.{s}")) for s in SYSCTLS}
+            probe.sysctls = {s: _count(kv.get(f"sysctl.{s}"), f"sysctl.{s}") for s in SYSCTLS}
             extra["ssh"] = {"ssh": kv.get("ssh", "")}
         elif section == "pfring_params":
             probe.pfring_params = _kv(body)
@@ -305,7 +317,7 @@ def parse_probe(host: HostInventory, text: str) -> HostProbe:
             nic.speed_mbps = _int(kv.get("speed"))
             if nic.speed_mbps is not None and nic.speed_mbps < 0:
                 nic.speed_mbps = None
-            nic.napi = {k: _int(kv.get(k)) for k in ("gro_flush_timeout",
+            nic.napi = {k: _count(kv.get(k), k) for k in ("gro_flush_timeout",
                                                       "napi_defer_hard_irqs")}
             nic.rps_cpus = {k[4:]: parsers.hex_mask(v) for k, v in kv.items()
                             if k.startswith("rps.") and v.strip()}

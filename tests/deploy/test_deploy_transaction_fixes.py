@@ -277,6 +277,11 @@ def test_a_corrupt_mapping_is_refused(fake: FakeHost) -> None:
     lambda d: {**d, "knobs": {**d["knobs"], "host/pfring/profile": "x"}},
     lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/pfring/conf": "x"}},
     lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/sysctl/busy_read": 0}},
+    # (from a review: values the kernel refuses, so the rollback failed at its write)
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/napi/gro_flush_timeout": 10**30}},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/napi/gro_flush_timeout": -1}},
+    lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/napi/napi_defer_hard_irqs": 2**31}},
+    lambda d: {**d, "knobs": {**d["knobs"], "host/sysctl/busy_poll": -5}},
 ])
 def test_a_snapshot_that_is_not_one_is_refused(fake: FakeHost, change: Any) -> None:
     host = fake.inventory({"nic-1": "eth1"})

@@ -25,8 +25,9 @@ matches = default_matches
 
 
 def valid(knob: str, value: Any) -> bool:
+    """busy_read and busy_poll are ints the kernel keeps ≥ 0 (proc_dointvec_minmax)."""
     nic, _, param = split_key(knob)
-    return not nic and param in SYSCTLS and is_int(value)
+    return not nic and param in SYSCTLS and is_int(value) and 0 <= value <= 2**31 - 1
 
 
 def read(probe: HostProbe) -> dict[str, Any]:

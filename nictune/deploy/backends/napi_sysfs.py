@@ -24,13 +24,14 @@ from nictune.deploy.parsers import is_int
 from nictune.deploy.probe import HostProbe
 
 NAME = "napi"
-PARAMS = ("gro_flush_timeout", "napi_defer_hard_irqs")
+# the largest value each takes: an unsigned long (ns) and an int the kernel keeps ≥ 0
+PARAMS = {"gro_flush_timeout": 2**64 - 1, "napi_defer_hard_irqs": 2**31 - 1}
 matches = default_matches
 
 
 def valid(knob: str, value: Any) -> bool:
     nic, _, param = split_key(knob)
-    return bool(nic) and param in PARAMS and is_int(value)
+    return bool(nic) and param in PARAMS and is_int(value) and 0 <= value <= PARAMS[param]
 
 
 def read(probe: HostProbe) -> dict[str, Any]:
