@@ -50,7 +50,8 @@ def _lab_down(args: argparse.Namespace) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inventory", required=True, help="inventory.yaml (docs/deploy.md, Inventory)")
-    p.add_argument("--hosts", nargs="+", metavar="HOST", help="only these inventory hosts")
+    p.add_argument("--hosts", nargs="+", action="extend", metavar="HOST",
+                   help="only these inventory hosts (given twice: both lists)")
     p.add_argument("--trust-on-first-use", action="store_true",
                    help="accept and record unknown host keys (changed keys are always refused)")
     p.add_argument("--workers", type=int, default=16, help="hosts handled at once (default 16)")

@@ -45,6 +45,9 @@ from nictune.model import NicSetting
 # a knob's key: nic/<NIC id>/<backend>/<param> or host/<backend>/<param>
 KNOB_KEY = re.compile(r"^(nic/[^/]+/|host/)[a-z_]+/[^/].*\Z", re.S)
 SNAPSHOT_FORMAT = 2  # 2 adds "nics" (NIC id -> iface, bus_info); format 1 still loads
+# backends whose knobs a NIC keeps while it exists (IRQ numbers and RX queues can change
+# with a reboot or a driver reload; these are the driver's capabilities)
+STEADY = ("coalesce", "ring", "channels", "features", "napi")
 GUARD_TIMEOUT = 60.0  # s the on-host timer waits before restoring an unfinished deploy
 
 
@@ -713,8 +716,11 @@ def apply_host(conn: Connection, host: HostInventory, settings: dict[str, NicSet
     opts, started = opts or Options(), time.monotonic()
     for nic in settings:
         host.iface(nic)  # unknown NIC ids are refused before anything runs
-    saved = read_snapshot(host.state_dir, host.name)
     probe = probe_host(conn)
+    # (read after the probe: another deploy writes its snapshot before it changes
+    # anything, so tuned values the probe saw come with that snapshot, never in place of
+    # it — read first, they were saved as the original and rollback restored nothing)
+    saved = read_snapshot(host.state_dir, host.name)
     mismatch, notes = snapshot_mismatch(saved, host, probe, rollback=False)
     if mismatch:
         return _refused(host, mismatch, notes, started)
@@ -786,10 +792,19 @@ def restore_host(conn: Connection, host: HostInventory, opts: Options | None = N
     if not opts.dry_run:  # a rollback supersedes an unconfirmed deploy
         notes += _check_watchdog(conn, probe.timer, supersede=True)[1]
     current, original = read_knobs(probe), saved.knobs
+    missing = sorted(set(original) - set(current))
+    held = [k for k in missing if split_key(k)[1] in STEADY
+            and probe.nics.get(split_key(k)[0]) is not None
+            and probe.nics[split_key(k)[0]].exists]
+    if held:  # (a read that failed: restoring the rest and archiving left that one tuned)
+        return _refused(host, f"the host no longer reports {len(held)} snapshot knobs of "
+                              f"NICs it still has (e.g. {held[0]}); nothing was changed and "
+                              f"the snapshot {saved.path} is kept: run rollback again, or "
+                              "remove those knobs from it if the NIC really lost them",
+                        notes, started)
     ctx = HostContext(host, probe, original, {})
     changes, found = plan_changes(ctx, current, targets=original)
     notes += found
-    missing = sorted(set(original) - set(current))
     if missing:
         notes.append(Note(host.name, "", "rollback", "warning",
                           f"{len(missing)} snapshot knobs no longer exist (e.g. {missing[0]})"))

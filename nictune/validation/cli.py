@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("plan", help="plan.yaml from `nictune optimize`")
     p.add_argument("--inventory", required=True, help="inventory.yaml (docs/deploy.md, Inventory)")
     p.add_argument("--sender", required=True, help="inventory host that runs hping3")
-    p.add_argument("--transmissions", nargs="+", metavar="ID", default=[],
+    p.add_argument("--transmissions", nargs="+", action="extend", metavar="ID", default=[],
                    help="only these transmissions (default: all of the plan)")
     p.add_argument("--repeats", type=count(1), default=5, help="runs per arm (default 5)")
     size = p.add_mutually_exclusive_group()

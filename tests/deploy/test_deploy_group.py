@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from nictune.cli import main
+from nictune.cli import build_parser, main
 from nictune.deploy import hosts_cli
 from nictune.deploy.group import GroupInterrupted, GroupResult, HostOutcome, run_group
 from nictune.deploy.inventory import HostInventory
@@ -198,3 +198,15 @@ def test_one_line_escapes_every_line_breaking_or_control_character(text: str,
     from nictune.errors import one_line
 
     assert one_line(text) == shown and len(one_line(text).splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv, key, want", [
+    (["rollback", "--inventory", "i.yaml", "--hosts", "rx1", "--hosts", "rx2"], "hosts",
+     ["rx1", "rx2"]),
+    (["validate", "p.yaml", "--inventory", "i.yaml", "--sender", "s", "--transmissions", "a",
+      "--transmissions", "b", "c"], "transmissions", ["a", "b", "c"]),
+])
+def test_a_list_option_given_twice_takes_both(argv: list[str], key: str,
+                                              want: list[str]) -> None:
+    """`--hosts rx1 --hosts rx2` deployed to rx2 alone and said "1 of 1 hosts ok"."""
+    assert getattr(build_parser().parse_args(argv), key) == want

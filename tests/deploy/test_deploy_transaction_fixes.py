@@ -293,6 +293,41 @@ def test_a_snapshot_that_is_not_one_is_refused(fake: FakeHost, change: Any) -> N
     assert path.exists()  # kept for a person to look at, not archived
 
 
+def test_a_rollback_that_cannot_read_a_knob_of_a_nic_still_there_changes_nothing(
+        fake: FakeHost) -> None:
+    """A knob the snapshot holds that the host no longer reports although its NIC is still
+    there (a coalescing read that failed): the rollback restored the rest, archived the
+    snapshot and left that one tuned. Now it changes nothing and keeps the snapshot."""
+    host = fake.inventory({"nic-1": "eth1"})
+    assert deploy(host).ok
+    before = snapshot(host)
+    fake.devices["eth1"].coalesce.pop("rx-usecs")
+    result = restore_host(ShellConn(host), host)
+    assert result.status == "refused" and "nic/nic-1/coalesce/rx-usecs" in result.error
+    assert snapshot(host) == before  # kept, not archived
+
+
+def test_a_deploy_whose_probe_sees_another_deploys_changes_keeps_its_snapshot(
+        fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two deploys at once: the second read "no snapshot", then probed the host after the
+    first had finished, and saved the first's tuned values as the original — rollback
+    then restored nothing. The snapshot is read after the probe now."""
+    host = fake.inventory({"nic-1": "eth1"})
+    other = {"ran": False}
+
+    def probe_after_another_deploy(conn: Connection) -> HostProbe:
+        if not other["ran"]:
+            other["ran"] = True
+            monkeypatch.setattr(tx, "probe_host", fake.probe)
+            assert deploy(host).ok  # the other run, start to end
+            monkeypatch.setattr(tx, "probe_host", probe_after_another_deploy)
+        return fake.probe(conn)
+
+    monkeypatch.setattr(tx, "probe_host", probe_after_another_deploy)
+    assert deploy(host).ok
+    assert snapshot(host)["knobs"]["nic/nic-1/pfring/profile"] is None  # no file before
+
+
 # ----------------------------------------------------------------- dry run
 
 
