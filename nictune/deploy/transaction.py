@@ -374,7 +374,8 @@ class Watchdog:
             f"(set -C; echo {token} > \"$d/armed\") 2>/dev/null || "
             f"{{ rm -f {tmp}; echo '@@busy'; exit 1; }}; "
             f"mv -f {tmp} \"$d/restore.sh\" || {{ rm -f \"$d/armed\"; exit 1; }}; "
-            "rm -f \"$d/fired\" \"$d/disarmed\" \"$d/restore.rc\" \"$d/watchdog.pid\"; "
+            "rm -f \"$d/fired\" \"$d/disarmed\" \"$d/restore.rc\" \"$d/watchdog.pid\" "
+            "\"$d/verified\"; "
             f"setsid sh -c {shlex.quote(timer)} \"$d\" {max(1, round(seconds))} {token} "
             "</dev/null >/dev/null 2>&1 & echo $! > \"$d/watchdog.pid\"; echo '@@armed'\n"
             + (f"{self.LOCK}\n{then}" if then else ""), stdin=script.encode())
@@ -388,22 +389,48 @@ class Watchdog:
                                                  f"changed: {res.error_line()}")
         return res
 
-    def disarm(self, token: str = "") -> str:
+    def disarm(self, token: str = "", verified: bool = False) -> str:
         """`disarmed` (we won), `fired` (the timer restored first) or `none`. With `token`
-        only that arming is disarmed (`fired`: that arming fired); without, whatever is
-        armed (`deploy --confirm`, and a rollback superseding an unconfirmed deploy)."""
+        only that arming is disarmed (`fired`: that arming fired); with `verified` only an
+        arming whose deploy verified its change and awaits confirmation (`mark_verified`;
+        else `unverified`: a deploy still applying, or cut short, whose timer will restore
+        the host) — `deploy --confirm` and a rollback superseding an unconfirmed deploy;
+        with neither, whatever is armed (validation putting back its own cut-short arm)."""
         d, t = shlex.quote(self.dir), shlex.quote(token)
         mine = f"[ \"$(cat \"$d/armed\" 2>/dev/null)\" = {t} ] && " if token else ""
+        if verified:
+            mine = ("[ -n \"$(cat \"$d/verified\" 2>/dev/null)\" ] && [ \"$(cat \"$d/armed\" "
+                    "2>/dev/null)\" = \"$(cat \"$d/verified\")\" ] && ")
         fired = f"grep -sqxF {t} \"$d/fired\" \"$d/seen\"" if token else "[ -e \"$d/fired\" ]"
+        other = "unverified" if verified else "none"
         res = self.conn.run(
             f"d={d}; if {mine}mv \"$d/armed\" \"$d/disarmed\" 2>/dev/null; then "
             "t=$(cat \"$d/disarmed\"); p=$(cat \"$d/watchdog.pid\" 2>/dev/null); "
             "if [ -n \"$t\" ] && [ -n \"$p\" ] && tr '\\0' '\\n' < \"/proc/$p/cmdline\" "
             "2>/dev/null | grep -qxF \"$t\"; then "
             "pkill -P \"$p\" 2>/dev/null; kill \"$p\" 2>/dev/null; fi; "
-            f"echo disarmed; elif {fired}; then echo fired; else echo none; fi",
+            f"echo disarmed; elif {fired}; then echo fired; "
+            f"elif [ -e \"$d/armed\" ]; then echo {other}; else echo none; fi",
             check=True)
         return res.stdout.strip() or "none"
+
+    def arming(self) -> str:
+        """`verified` (a deploy awaits confirmation: `mark_verified`), `unverified` (a
+        deploy still applying its change, or cut short: its timer will restore the host)
+        or `none` (nothing armed)."""
+        d = shlex.quote(self.dir)
+        res = self.conn.run(f"d={d}; a=$(cat \"$d/armed\" 2>/dev/null); "
+                            "if [ -z \"$a\" ]; then echo none; "
+                            "elif [ \"$a\" = \"$(cat \"$d/verified\" 2>/dev/null)\" ]; then "
+                            "echo verified; else echo unverified; fi", check=True)
+        return res.stdout.strip() or "none"
+
+    def mark_verified(self, token: str) -> None:
+        """Record that arming `token`'s deploy verified its change: from now on it awaits
+        confirmation (`deploy --confirm`, or a rollback, may disarm it)."""
+        d = shlex.quote(self.dir)
+        self.conn.run(f"d={d}; [ \"$(cat \"$d/armed\" 2>/dev/null)\" = {shlex.quote(token)} ] "
+                      f"&& echo {shlex.quote(token)} > \"$d/verified\"", check=True)
 
     def state_of(self, token: str) -> str:
         """Where arming `token` stands: armed, disarmed, fired (also when already seen) or
@@ -572,6 +599,11 @@ def _run_changes(conn: Connection, ctx: HostContext, changes: list[Change], opts
         _recover_lost_session(conn, ctx, result, str(exc), seconds, opts, disarming=False)
         return
     if opts.confirm_timeout:
+        try:
+            wd.mark_verified(result.token)
+        except HostError as exc:  # not marked: --confirm would refuse it; let the timer act
+            _recover_lost_session(conn, ctx, result, str(exc), seconds, opts, disarming=False)
+            return
         result.status = "pending-confirm"
         return
     try:
@@ -746,17 +778,26 @@ def _refused(host: HostInventory, why: str, notes: list[Note], started: float) -
                       seconds=time.monotonic() - started)
 
 
-def _check_watchdog(conn: Connection, state: str,
-                    supersede: bool = False) -> tuple[str, list[Note]]:
-    """Refusal text when an unconfirmed deploy is pending (else "") — unless `supersede`
-    (a rollback; validation putting back its own cut-short arm), which disarms it — and a
-    warning note when an earlier deploy's timer fired and its restore script failed."""
+def _check_watchdog(conn: Connection, state: str, supersede: bool = False,
+                    own: bool = False) -> tuple[str, list[Note]]:
+    """Refusal text when the on-host timer is armed (else ""): a deploy awaiting
+    confirmation — unless `supersede` (a rollback), which disarms it — or one still
+    applying or cut short, whose timer will restore the host — unless `own` (validation
+    putting back its own cut-short arm); and a warning note when an earlier deploy's
+    timer fired and its restore script failed."""
     if state == "armed":
-        if supersede:
-            Watchdog(conn).disarm()
+        wd = Watchdog(conn)
+        if own:
+            wd.disarm()
             return "", []
-        return ("an earlier deploy awaits confirmation on this host; run `nictune deploy "
-                "--confirm` or wait for its timer to restore the host"), []
+        arming = wd.disarm(verified=True) if supersede else wd.arming()
+        if arming == "unverified":
+            return ("another deploy is applying its change on this host, or was cut short "
+                    "(its on-host timer restores the host); try again when it has ended"), []
+        if arming == "verified":
+            return ("an earlier deploy awaits confirmation on this host; run `nictune deploy "
+                    "--confirm` or wait for its timer to restore the host"), []
+        state = arming  # disarmed, fired meanwhile, or none
     done = _timer_restore(conn) if state == "fired" else None
     if done is None or done.ok:
         return "", []
@@ -789,8 +830,11 @@ def restore_host(conn: Connection, host: HostInventory, opts: Options | None = N
     mismatch, notes = snapshot_mismatch(saved, host, probe, rollback=True)
     if mismatch:
         return _refused(host, mismatch, notes, started)
-    if not opts.dry_run:  # a rollback supersedes an unconfirmed deploy
-        notes += _check_watchdog(conn, probe.timer, supersede=True)[1]
+    if not opts.dry_run:  # a rollback supersedes a deploy awaiting confirmation
+        pending, found = _check_watchdog(conn, probe.timer, supersede=True)
+        notes += found
+        if pending:  # (never one still applying: rolled back under it, it left the host
+            return _refused(host, pending, notes, started)  # tuned with no snapshot)
     current, original = read_knobs(probe), saved.knobs
     missing = sorted(set(original) - set(current))
     held = [k for k in missing if split_key(k)[1] in STEADY
@@ -819,19 +863,19 @@ def restore_host(conn: Connection, host: HostInventory, opts: Options | None = N
 
 
 def apply_knobs(conn: Connection, host: HostInventory, knobs: dict[str, Any],
-                supersede: bool = False) -> HostResult:
+                own: bool = False) -> HostResult:
     """Set the host's knobs back to `knobs` (as `read_knobs` gave them), transactionally.
 
     For callers that saved a host's state themselves (validation returns a host that had a
-    nictune deployment to it); the original snapshot is left as it is. An armed timer is an
-    unconfirmed deploy's, and a change is refused while it is (overwriting its restore
-    script would disarm that guard) — unless `supersede`: the caller knows the timer is its
-    own, left by an apply it cut short, and it is disarmed as a rollback does."""
+    nictune deployment to it); the original snapshot is left as it is. An armed timer is
+    another deploy's, and a change is refused while it is (overwriting its restore script
+    would disarm that guard) — unless `own`: the caller knows the timer is its own, left by
+    an apply it cut short, and disarms it."""
     started = time.monotonic()
     probe = probe_host(conn)
     ctx = HostContext(host, probe, knobs, {})
     changes, found = plan_changes(ctx, read_knobs(probe), targets=knobs)
-    pending, notes = _check_watchdog(conn, probe.timer, supersede)
+    pending, notes = _check_watchdog(conn, probe.timer, own=own)
     if pending and changes:
         return _refused(host, pending, notes, started)
     return _transact(conn, ctx, changes, notes + found, Options(allow_mgmt_iface=True),
@@ -841,12 +885,17 @@ def apply_knobs(conn: Connection, host: HostInventory, knobs: dict[str, Any],
 def confirm_host(conn: Connection, host: HostInventory) -> HostResult:
     """Disarm the timer of a `--confirm-timeout` deploy: the change stays."""
     started = time.monotonic()
-    state = Watchdog(conn).disarm()
+    state = Watchdog(conn).disarm(verified=True)
     if state == "disarmed":
         _audit(host).write(host.name, "*", None, None, "confirm")
         result = HostResult(host.name, "confirmed", True)
     elif state == "fired":
         result = _too_late(conn)
+    elif state == "unverified":  # (confirming kept a half-applied host)
+        result = HostResult(host.name, "failed", False,
+                            error="the deploy that armed this host's timer never verified "
+                                  "its change (still applying, or cut short): nothing to "
+                                  "confirm; its on-host timer restores the host")
     else:
         result = HostResult(host.name, "unchanged", True, error="nothing awaited confirmation")
     result.seconds = time.monotonic() - started

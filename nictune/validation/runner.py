@@ -70,7 +70,7 @@ def _put_back(h: _Host) -> tx.HostResult:
     if not h.had_snapshot:
         return tx.restore_host(h.conn, h.host)
     # a timer armed now but not at the start is an arm's own, cut short (Ctrl-C)
-    return tx.apply_knobs(h.conn, h.host, h.before, supersede=h.timer != "armed")
+    return tx.apply_knobs(h.conn, h.host, h.before, own=h.timer != "armed")
 
 
 @contextlib.contextmanager

@@ -443,6 +443,40 @@ def test_apply_knobs_refuses_while_a_deploy_awaits_confirmation(fake: FakeHost) 
     assert (fake.root / TIMER / "restore.sh").read_text() == script  # its guard intact
 
 
+def test_a_deploy_cut_short_before_its_verify_is_neither_confirmed_nor_rolled_back_under(
+        fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A --confirm-timeout deploy stopped after its apply steps, before the read-back (or
+    still applying): `deploy --confirm` kept that half-applied host and disarmed its timer,
+    and a rollback disarmed it, restored from a probe taken before the apply landed and
+    archived the snapshot. Both now refuse and leave the timer armed to restore the host;
+    another deploy is refused too. Once verified, the deploy awaits confirmation."""
+    host = fake.inventory({"nic-1": "eth1"})
+
+    def stop(_conn: Connection) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(tx.FAULT_HOOKS, "verify", stop)
+    with pytest.raises(KeyboardInterrupt):
+        tx.apply_host(ShellConn(host), host, {"nic-1": SETTING}, Options(confirm_timeout=60))
+    monkeypatch.delitem(tx.FAULT_HOOKS, "verify")
+    armed = (fake.root / TIMER / "armed").read_text()
+    confirmed = confirm_host(ShellConn(host), host)
+    assert (confirmed.status, confirmed.ok) == ("failed", False)
+    assert "never verified" in confirmed.error
+    rolled = restore_host(ShellConn(host), host)
+    assert rolled.status == "refused" and "applying its change" in rolled.error
+    assert snapshot_path(host.state_dir, host.name).exists()
+    again = deploy(host)
+    assert again.status == "refused" and "applying its change" in again.error
+    assert (fake.root / TIMER / "armed").read_text() == armed  # the guard intact
+    Watchdog(ShellConn(host)).disarm()
+    assert restore_host(ShellConn(host), host).status == "rolled-back"
+    pending = deploy(host, opts=Options(confirm_timeout=60))
+    assert pending.status == "pending-confirm"
+    assert (fake.root / TIMER / "verified").read_text().strip() == pending.token
+    assert confirm_host(ShellConn(host), host).status == "confirmed"
+
+
 # ----------------------------------------------------------------- validation's put-back
 
 
