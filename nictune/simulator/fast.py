@@ -491,8 +491,11 @@ def _active(cx: Ctx, high: np.ndarray, resid: np.ndarray, rho_o: np.ndarray,
         last = n - (bursts - 1.0) * per_burst
         lost = ((bursts - 1.0) * np.clip(per_burst * (1.0 - 1.0 / h) - cx.ring[oo], 0.0, None)
                 + np.clip(last * (1.0 - 1.0 / h) - cx.ring[oo], 0.0, None))
-        ring_in[oo] = np.where(h * on / (on + off) < 1.0, np.clip(n - lost, 0.0, None),
-                               ring_in[oo])
+        # (else the handlers run through the gaps too: they take the whole arrival span,
+        # not only the bursts — a review's case had half the DES's interrupts)
+        mean = h * on / (on + off)
+        ring_in[oo] = np.where(mean < 1.0, np.clip(n - lost, 0.0, None),
+                               np.minimum(n, n / mean + cx.ring[oo]))
     zero = np.zeros_like(lat)
     return Mode(interrupts=ring_in, empty=zero, delivered=cx.n + zero, stranded=zero,
                  duration=cx.span + lat, lat_mean=lat,
@@ -883,8 +886,14 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     clears = (q < r * cx.c("off")) | ~cx.onoff
     late = np.where(clears, late, 0.0)
     q = np.where(clears, q, np.clip((lam - r) * on, 0.0, cap))
-    # between bursts the queue drains with the core to itself
-    mid = np.minimum(per_burst, r * (on - late) + np.minimum(q, cx.c("off") / w))
+    # between bursts the queue drains with the core to itself, after the handlers an
+    # active_wait burst past λ·Ti = 1 left pending in the ring (they come first: a ring
+    # of them longer than the gap leaves no packet work there at all — served in the
+    # gaps, a review's case delivered 56 000 packets where the DES delivers 1 000)
+    pending = np.where(act & (high > 1.0), np.minimum(
+        cx.ring, per_burst * (1.0 - 1.0 / np.maximum(high, 1.0))), 0.0)
+    gap = np.clip(cx.c("off") - pending * cx.ti, 0.0, None)
+    mid = np.minimum(per_burst, r * (on - late) + np.minimum(q, gap / w))
     last_n = n - (bursts - 1.0) * per_burst
     last_on = np.minimum(on, last_n / lam)
     last = np.minimum(last_n, r * np.clip(last_on - late, 0.0, None) + cap)
@@ -904,6 +913,9 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # waited 2.8 µs, the DES 9.2 ms)
     wait = np.where(fluid, fluid_area / np.maximum(fluid_delivered, 1.0), wait)
     longest = np.where(fluid, fluid_longest, longest)
+    # (onoff past λ·Ti = 1: a burst's packets wait in the gap for the handlers pending)
+    held = np.where(fluid | ~cx.onoff, 0.0, pending * cx.ti)
+    wait, longest = wait + held, longest + held
     # (busy_poll takes no interrupt; a late start has it in the wait)
     ti = np.where((act | batched) & ~late_start, cx.ti, 0.0)
     lat = wait + ti + w
@@ -929,8 +941,9 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
     # past livelock (λ·Ti > 1) packet work gets no time while packets arrive: the backlog
     # holds the first packets, served only after the last arrival — the k-th waits about
     # the duration less (B − k)·w and its arrival k/λ (half of that was said); onoff
-    # bursts leave gaps in which the backlog is served, burst by burst
-    starved = act & (high > 1.0) & ~cx.onoff
+    # bursts leave gaps in which the backlog is served, burst by burst, unless the
+    # handlers pending from each burst fill its gap
+    starved = act & (high > 1.0) & (~cx.onoff | (gap <= 0.0))
     spread = res["delivered"] * (w + 1.0 / lam)
     for key, share in (("lat_mean", 0.5), ("lat_p99", 0.01)):
         res[key] = np.where(starved, np.maximum(res[key], res["duration"] - share * spread),
