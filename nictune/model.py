@@ -311,7 +311,8 @@ def _number(value: Any) -> float:
 def _name(value: Any) -> Any:
     """A reference to a host or NIC as its name: YAML reads `host: 1` as a number, and
     the mapping key `1:` is named "1"."""
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else value
 
 
 def _names(section: dict[Any, Any], source: str, what: str) -> dict[str, Any]:
@@ -522,7 +523,8 @@ def _parse_transmission(i: int, raw: object, nics: dict[str, Nic], hosts: dict[s
     if f.has("onoff"):
         if arrival != "onoff":
             f.fail(f"is only used with arrival onoff, not {arrival}", "onoff")
-        o = _Fields(_yaml11_onoff(f.raw["onoff"]), source, f.path("onoff"), ("on", "off"))
+        onoff = _yaml11_onoff(f.raw["onoff"], f"{source}: {f.path('onoff')}")
+        o = _Fields(onoff, source, f.path("onoff"), ("on", "off"))
         on = o.get("on", parse_duration, on, 1e-6, 3600.0, " s")
         off = o.get("off", parse_duration, off, 0.0, 3600.0, " s")
     default = None
@@ -537,12 +539,18 @@ def _parse_transmission(i: int, raw: object, nics: dict[str, Nic], hosts: dict[s
     )
 
 
-def _yaml11_onoff(raw: object) -> object:
-    """YAML 1.1 reads bare `on:`/`off:` keys as booleans; take them back as the names."""
-    if isinstance(raw, dict):
-        return {{True: "on", False: "off"}.get(k, k) if isinstance(k, bool) else k: v
-                for k, v in raw.items()}
-    return raw
+def _yaml11_onoff(raw: object, where: str) -> object:
+    """YAML 1.1 reads bare `on:`/`off:` keys as booleans; take them back as the names (a
+    key given both ways is given twice: the last one won)."""
+    if not isinstance(raw, dict):
+        return raw
+    out: dict[object, object] = {}
+    for k, v in raw.items():
+        name = {True: "on", False: "off"}[k] if isinstance(k, bool) else k
+        if name in out:
+            raise ConfigError(f"{where}: {name!r} is given twice")
+        out[name] = v
+    return out
 
 
 def parse_config(raw: object, source: str = "<config>", base: Path | None = None) -> Config:
@@ -570,7 +578,12 @@ def parse_config(raw: object, source: str = "<config>", base: Path | None = None
             raise ConfigError(f"{source}: transmissions[{i}].id: duplicate id {t.id!r}")
         seen.add(t.id)
     transmissions = _one_setting_per_nic(transmissions, source)
-    digest = hashlib.sha256(yaml.safe_dump(raw, sort_keys=True).encode()).hexdigest()
+    text = yaml.safe_dump(raw, sort_keys=True)
+    if any(isinstance(h, Mapping) and "profile" in h for h in f.raw["hosts"].values()):
+        # a profile file is part of the model, not only its path: with new costs there, a
+        # `--resume` took the checkpoint's picks as judged under the old ones
+        text += yaml.safe_dump({n: asdict(h) for n, h in hosts.items()}, sort_keys=True)
+    digest = hashlib.sha256(text.encode()).hexdigest()
     return Config(hosts=hosts, nics=nics, transmissions=transmissions, source=source,
                   digest=f"sha256:{digest}")
 
@@ -586,7 +599,7 @@ def _one_setting_per_nic(transmissions: list[Transmission],
         j, first = given.setdefault(t.nic, (i, t))
         assert first.default is not None
         ours, theirs = asdict(t.default), asdict(first.default)
-        differ = [k for k in ours if ours[k] != theirs[k]]
+        differ = [k for k in ours if not _same(ours[k], theirs[k])]
         if differ:
             raise ConfigError(
                 f"{source}: transmissions[{i}].default: {t.id}'s default differs from "
@@ -595,6 +608,14 @@ def _one_setting_per_nic(transmissions: list[Transmission],
                 "same on each of its transmissions")
     return [t if t.default is not None or t.nic not in given
             else replace(t, default=given[t.nic][1].default) for t in transmissions]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, numbers to the last few bits: `100us` is 100 · 1e-6 and `0.1ms` 0.1 · 1e-3,
+    which differ in the last bit (one default was refused as another)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9)
+    return bool(a == b)
 
 
 def load_config(path: str | Path) -> Config:

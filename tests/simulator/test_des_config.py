@@ -270,6 +270,17 @@ def test_unreadable_file_and_invalid_yaml(tmp_path):
         load_config(bad)
 
 
+def test_a_profile_s_costs_are_part_of_the_config_hash(tmp_path):
+    """The hash took the profile's path only: with ten times the costs in the file,
+    `optimize --resume` accepted the checkpoint (a review's case)."""
+    (tmp_path / "prof.yaml").write_text("costs: {per_byte: 1ns}\n")
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(doc(**{"hosts.h1.profile": "prof.yaml"})))
+    before = load_config(tmp_path / "c.yaml").digest
+    assert load_config(tmp_path / "c.yaml").digest == before
+    (tmp_path / "prof.yaml").write_text("costs: {per_byte: 10ns}\n")
+    assert load_config(tmp_path / "c.yaml").digest != before
+
+
 def test_host_profile_is_the_base_and_keys_override(tmp_path):
     (tmp_path / "prof.yaml").write_text(yaml.safe_dump(
         {"costs": {"irq": "7us", "per_byte": "1ns"}, "fit": {"r2": 0.9}}))
@@ -375,3 +386,22 @@ def test_a_host_named_on_must_be_quoted(tmp_path):
     (tmp_path / "c.yaml").write_text(
         (tmp_path / "c.yaml").read_text().replace("{on:", "{'on':"))
     assert list(load_config(tmp_path / "c.yaml").hosts) == ["on"]
+
+
+def test_config_oddities_a_review_found() -> None:
+    """`on` given bare and quoted in onoff: the last one won silently; one default written
+    as 100us and 0.1ms: refused as two (the products differ in the last bit); a host named
+    1.5: "unknown host 1.5 (hosts: 1.5)"."""
+    onoff = doc(**{"transmissions.1.arrival": "onoff"})
+    onoff["transmissions"][1]["onoff"] = {True: "1ms", "on": "50ms", "off": "10ms"}
+    with pytest.raises(ConfigError, match=r"transmissions\[1\]\.onoff: 'on' is given twice"):
+        parse_config(onoff)
+    same = doc(**{"transmissions.0.nic": "n1", "transmissions.1.nic": "n1"})
+    same["transmissions"][0]["default"] = {"mode": "passive_wait", "poll_interval": "100us"}
+    same["transmissions"][1]["default"] = {"mode": "passive_wait", "poll_interval": "0.1ms"}
+    cfg = parse_config(same)
+    assert cfg.default_setting(cfg.transmissions[1]).poll_interval == pytest.approx(1e-4)
+    named = doc()
+    named["hosts"] = {1.5: named["hosts"]["h1"]}
+    named["nics"]["n1"]["host"] = 1.5
+    assert parse_config(named).nics["n1"].host == "1.5"
