@@ -70,6 +70,7 @@ class Search:
         self.baseline = evaluate(np.array([self.encoding.default_genes()]))
         self.state: State | None = None
         self.stop_requested = False  # set (e.g. on Ctrl-C): stop after this generation
+        self.checkpointed = False  # out/checkpoint.json is this run's (saved or resumed)
 
     # ------------------------------------------------------------------ scoring
     def score(self, genes: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -246,6 +247,7 @@ class Search:
             except OSError as exc:
                 raise RunError(f"cannot write the checkpoint in {self.out}: "
                                f"{exc.strerror or exc}") from None
+            self.checkpointed = True
 
     def resume(self, state: State) -> None:
         """Continue from `state`. What shaped the search must be the same; how long it

@@ -329,6 +329,24 @@ def test_ctrl_c_stops_after_the_generation_or_at_once_the_second_time(
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_ctrl_c_before_this_run_s_first_checkpoint_does_not_offer_an_earlier_one(
+        small_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An earlier run's checkpoint in --out, this run stopped at once in generation 0:
+    it said "the last checkpoint (generation 2) is in …; continue with --resume", which
+    then refused it (another config). Only this run's checkpoint is offered."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "checkpoint.json").write_text(json.dumps({"generation": 2}))
+    interrupt = _interrupting(0, False, True)
+    monkeypatch.setattr(_Progress, "generation", lambda self, *a: interrupt(*a))
+    rc = main(["optimize", str(small_config), "--out", str(out), "--population", "8",
+               "--generations", "50", "--checkpoint-every", "5", "--verify", "none"])
+    err = capsys.readouterr().err
+    assert rc == 130, err
+    assert "no checkpoint was written yet" in err and "--resume" not in err
+
+
 def test_des_runs_use_the_cpus_by_default() -> None:
     """No DES runs: one process; verification: at most the two tasks per host; a DES
     search: every CPU."""
