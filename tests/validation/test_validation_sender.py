@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from nictune.errors import RunError
 from nictune.validation import remote, runner, traffic
 
 DATA = Path(__file__).with_name("data")
@@ -50,6 +51,42 @@ def test_a_paced_run_stopped_at_its_limit_is_kept_and_sender_limited() -> None:
     raw_run["sender"]["stopped"] = False
     assert remote.derive(raw_run)["limited_by"] == ["offered rate"]
 
+
+
+def test_a_short_run_paced_on_the_wire_is_not_sender_limited() -> None:
+    """hping3's start-up (~50 ms) is in the sender's own time: 0.3 s runs at 1 000 pps
+    read 806–824 pps there while 937–943 arrived per second — "limited by sender" for
+    runs that paced the wire (a review's runs). The wire's pace decides now; a sender
+    short on the wire too is still limited."""
+    raw, spec = count_run(0)
+    sent = traffic.parse_hping3(raw["stdout"], raw["stderr"], raw["rc"], spec).to_json()
+    sent["rate_pps"] = 820.0
+    n = sent["transmitted"]
+    agent = {"packets": n, "bytes": n * 1400, "first_arrival": 0.0,
+             "last_arrival": (n - 1) / 940.0, "last_delivery": n / 940.0, "ring_drops": 0,
+             "wakeups": n, "empty_wakeups": 0, "cpu_s": 0.01, "context_switches": n,
+             "stranded": 0, "backend": "af_packet", "ring": 4096, "notes": []}
+    counts = {"rx_drop": 0, "nic_drops": 0, "drops_before_ring": 0, "nic_interrupts": 0,
+              "net_rx_softirqs": 0}
+    run = {"agent": agent, "sender": sent, "counters": counts,
+           "spec": {"target_rate_pps": 1000.0}}
+    assert remote.derive(run)["limited_by"] == ["offered rate"]
+    agent["last_arrival"] = (n - 1) / 820.0
+    assert remote.derive(run)["limited_by"] == ["sender"]
+
+
+def test_an_agent_result_with_packets_but_no_arrival_times_is_refused() -> None:
+    """It passed the field checks and failed in `derive` with a TypeError traceback."""
+    result = {"counters_before": {}, "counters_after": {}, "packets": 5, "bytes": 7000,
+              "wakeups": 5, "ring_drops": 0, "context_switches": 5, "empty_wakeups": 0,
+              "stranded": 0, "cpu_s": 0.001, "first_arrival": 1.0, "last_arrival": 1.5,
+              "last_delivery": 1.5, "backend": "af_packet", "notes": [], "ring": None}
+    assert remote.agent_result("rx1", json.dumps(result))["packets"] == 5
+    for first, last in ((1.0, None), (None, 1.5), (1.5, 1.0)):
+        result.update(first_arrival=first, last_arrival=last)
+        with pytest.raises(RunError, match="rx1: the agent's result has 5 packets but "
+                                           "arrivals from"):
+            remote.agent_result("rx1", json.dumps(result))
 
 
 def test_drops_before_the_ring_are_counted_once() -> None:
