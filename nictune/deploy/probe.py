@@ -298,6 +298,10 @@ def parse_probe(host: HostInventory, text: str) -> HostProbe:
         elif section == "lower":
             lower = _lower(body)
         elif section == "interrupts":
+            # (the kernel's file starts with its CPU header: none is a cat that failed or
+            # garbage, not "no IRQ lines" — deploy would then say the NIC had none)
+            if parsers.cpu_columns(body.split("\n", 1)[0]) is None:
+                raise parsers.ParseError(f"/proc/interrupts unreadable: {body[:80]!r}")
             irq_lines = parsers.parse_interrupts(body)
         elif section == "affinity":
             for line in body.splitlines():  # /proc/irq/N/smp_affinity_list:CPUS

@@ -169,9 +169,18 @@ class CounterDelta:
         return asdict(self)
 
 
+# sources every Linux host has: the agent read nothing there (an error, a hardened
+# container), and their counts came out as measured zeros
+REQUIRED = ("/proc/interrupts", "/proc/softirqs", "/proc/stat")
+
+
 def delta(before: dict[str, str], after: dict[str, str], iface: str, hz: int = 100,
           irqs: tuple[str, ...] = ()) -> CounterDelta:
     """Counter deltas between two snapshots `{source: raw text}` taken by the agent."""
+    for source in REQUIRED:
+        if not (before.get(source, "").strip() and after.get(source, "").strip()):
+            raise RunError(f"{source} could not be read on the receiver (the agent got "
+                           "nothing): its counts are unknown, not zero")
     i0 = parse_interrupts(before.get("/proc/interrupts", ""), iface, irqs)
     i1 = parse_interrupts(after.get("/proc/interrupts", ""), iface, irqs)
     nic_irq = None if i0 is None or i1 is None else sum(

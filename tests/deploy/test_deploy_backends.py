@@ -40,7 +40,9 @@ def probe_text(shared: Path, *, ssh_on_nic: bool = False, veth: bool = False,
         "1: lo    inet 127.0.0.1/8 scope host lo",
         "2: eno1    inet 192.168.1.5/24 brd 192.168.1.255 scope global eno1",
         "3: enp1s0f0np0    inet 10.0.0.1/24 scope global enp1s0f0np0",
-        "@@section interrupts", (d / "mlx5_core__proc-interrupts__1.txt").read_text(),
+        # (the sample is a grep of the file: the kernel's own starts with the CPU header)
+        "@@section interrupts", " ".join(f"CPU{i}" for i in range(12)),
+        (d / "mlx5_core__proc-interrupts__1.txt").read_text(),
         "@@section affinity", *[f"/proc/irq/{n}/smp_affinity_list:0-11"
                                 for n in (98, 99, 109, 110)],
         "@@section timer", "none",
@@ -279,6 +281,11 @@ def test_a_rollbacks_read_back_is_exact(mlx5: HostProbe,
     ("@@section nic nic-1", "@@section nic nic-9", "does not name"),
     # a knob's value that is not digits: garbled, never saved in a snapshot and written back
     ("gro_flush_timeout=0", "gro_flush_timeout=-1", "gro_flush_timeout='-1' is not a count"),
+    # /proc/interrupts that `cat` could not print, or garbage: not "the NIC has no IRQs"
+    ("@@section interrupts\n", "@@section interrupts\n@@section unread\n",
+     "/proc/interrupts unreadable"),
+    ("@@section interrupts\n", "@@section interrupts\nhello world\n12: abc def\n"
+     "@@section unread\n", "/proc/interrupts unreadable"),
     # `ethtool --json` failing for another reason than "not supported" (the ring's text
     # output left in a section nobody reads): not "the NIC has no settable ring"
     ("@@section text-g nic-1", "@@section json-g nic-1\nCannot get device ring settings: "

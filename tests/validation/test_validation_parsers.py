@@ -132,13 +132,23 @@ def test_nic_interrupts_count_the_lines_the_probe_found(shared: Path, sample: st
     interface's name: the count takes the probe's lines. By the name alone they were
     n/a in the report."""
     text = (shared / "data" / "ethtool-samples" / sample).read_text()
-    before = {"/proc/interrupts": text}
-    after = {"/proc/interrupts": re.sub(rf"(?m)^(\s*{line}:\s+)([0-9]+)",
+    raw = veth_snapshot()
+    before = {**raw["before"], "/proc/interrupts": text}
+    after = {**raw["after"], "/proc/interrupts": re.sub(rf"(?m)^(\s*{line}:\s+)([0-9]+)",
                                         lambda m: m.group(1) + str(int(m.group(2)) + 1000),
                                         text, count=1)}
     assert after["/proc/interrupts"] != text
     assert counters.delta(before, after, iface).nic_interrupts is None
     assert counters.delta(before, after, iface, irqs=irqs).nic_interrupts == 1000
+
+
+@pytest.mark.parametrize("source", counters.REQUIRED)
+def test_a_proc_source_the_agent_could_not_read_is_an_error_not_zero(source: str) -> None:
+    """The agent stores "" for a file it cannot read: its counts came out as measured
+    zeros in the report (a review's case)."""
+    raw = veth_snapshot()
+    with pytest.raises(RunError, match=f"{source} could not be read on the receiver"):
+        counters.delta({**raw["before"], source: ""}, raw["after"], raw["iface"])
 
 
 def veth_snapshot() -> dict:
@@ -193,8 +203,10 @@ def test_drops_are_receive_only_and_counted_once() -> None:
                    ("tx0_xdp_tx_drops", 3)):
         bumped = re.sub(rf"(?m)^(\s+{key}: )0$", rf"\g<1>{n}", bumped)
     dev = "  eth0: 100 2 0 {} 0 0 0 0 5 1 0 0 0 0 0 0\n"
-    d = counters.delta({"ethtool -S": stats, "/proc/net/dev": dev.format(0)},
-                       {"ethtool -S": bumped, "/proc/net/dev": dev.format(7)}, "eth0")
+    raw = veth_snapshot()  # (its /proc sources: every snapshot has them)
+    d = counters.delta({**raw["before"], "ethtool -S": stats, "/proc/net/dev": dev.format(0)},
+                       {**raw["after"], "ethtool -S": bumped, "/proc/net/dev": dev.format(7)},
+                       "eth0")
     assert d.ethtool == {"rx_drops": 7, "rx0_drops": 7, "tx_xdp_tx_drops": 3,
                          "tx0_xdp_tx_drops": 3}
     assert (d.rx_drop, d.nic_drops, d.drops_before_ring) == (7, 7, 7)
@@ -247,8 +259,10 @@ def test_per_cpu_counts_wrap_at_32_bits(shared: Path) -> None:
     softirqs = {
         "before": raw["before"]["/proc/softirqs"].replace("58454301", "4294967200"),
         "after": raw["after"]["/proc/softirqs"].replace("58454301", "100")}
-    d = counters.delta({"/proc/interrupts": before, "/proc/softirqs": softirqs["before"]},
-                       {"/proc/interrupts": after, "/proc/softirqs": softirqs["after"]}, "eth0")
+    d = counters.delta({**raw["before"], "/proc/interrupts": before,
+                        "/proc/softirqs": softirqs["before"]},
+                       {**raw["after"], "/proc/interrupts": after,
+                        "/proc/softirqs": softirqs["after"]}, "eth0")
     assert d.nic_interrupts == 4251905 + 2**32 - 4294967000
     assert d.net_rx_softirqs == (100 + 2**32 - 4294967200) + (51335366 - 51335066)
 
