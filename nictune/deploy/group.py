@@ -26,6 +26,7 @@ class HostOutcome(Generic[T]):
     value: T | None = None
     error: str = ""
     seconds: float = 0.0
+    exit_code: int = 0  # the failure's (2: bad input, such as unreadable remote output)
 
 
 @dataclass
@@ -84,7 +85,8 @@ def run_group(hosts: Iterable[HostInventory], fn: Callable[[HostInventory], T],
             outcome = HostOutcome(host.name, ok, value, "" if ok else str(
                 getattr(value, "error", "failed")), time.monotonic() - started)
         except (RunError, InputError) as exc:
-            outcome = HostOutcome(host.name, False, None, str(exc), time.monotonic() - started)
+            outcome = HostOutcome(host.name, False, None, str(exc), time.monotonic() - started,
+                                  exc.exit_code)
         except Exception as exc:  # one host's bug must not stop the others
             outcome = HostOutcome(host.name, False, None, f"{type(exc).__name__}: {exc}",
                                   time.monotonic() - started)

@@ -41,7 +41,11 @@ def _run(args: argparse.Namespace, hosts: list[HostInventory],
 
 
 def _exit(group: GroupResult[Any]) -> int:
-    return 0 if group.ok else 1
+    """0 when every host is ok; 2 when a host failed on bad input (its output unreadable:
+    DESIGN's exit codes), else 1."""
+    if group.ok:
+        return 0
+    return 2 if any(o.exit_code == 2 for o in group.outcomes.values()) else 1
 
 
 def _run_to_the_end(args: argparse.Namespace, hosts: list[HostInventory],

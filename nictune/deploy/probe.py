@@ -31,7 +31,9 @@ PROBE_ATTEMPTS = 3
 
 class ProbeError(HostError):
     """The probe's output was incomplete or unreadable (the session is still usable);
-    it is never taken for the host's state."""
+    it is never taken for the host's state. Bad remote output: exit code 2."""
+
+    exit_code = 2
 
 
 def capture_profile_path(host: HostInventory, iface: str) -> str:

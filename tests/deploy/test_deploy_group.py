@@ -15,9 +15,11 @@ import pytest
 from nictune.cli import build_parser, main
 from nictune.deploy import hosts_cli
 from nictune.deploy.group import GroupInterrupted, GroupResult, HostOutcome, run_group
+from nictune.deploy.hosts_cli import _exit
 from nictune.deploy.inventory import HostInventory
-from nictune.deploy.probe import HostProbe
+from nictune.deploy.probe import HostProbe, ProbeError
 from nictune.deploy.transaction import HostResult
+from nictune.errors import RunError
 
 # (an inventory's key_file must look like a private key; no connection reads this one)
 FAKE_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\nnot a real key\n"
@@ -210,3 +212,17 @@ def test_a_list_option_given_twice_takes_both(argv: list[str], key: str,
                                               want: list[str]) -> None:
     """`--hosts rx1 --hosts rx2` deployed to rx2 alone and said "1 of 1 hosts ok"."""
     assert getattr(build_parser().parse_args(argv), key) == want
+
+
+def test_a_host_whose_output_is_unreadable_makes_the_exit_code_2() -> None:
+    """Unreadable remote output is bad input (DESIGN: exit 2), not a failed run (1)."""
+    def fails(host: HostInventory) -> str:
+        if host.name == "h1":
+            raise ProbeError(host.name, "probe output unreadable (3 attempts)")
+        raise RunError("ssh: connection refused")
+
+    hosts = [HostInventory(f"h{i}", "192.0.2.1") for i in range(2)]
+    group = run_group(hosts, fails)
+    assert [group.outcomes[h].exit_code for h in ("h0", "h1")] == [1, 2]
+    assert _exit(group) == 2
+    assert _exit(run_group(hosts[:1], fails)) == 1
