@@ -290,11 +290,11 @@ def _nic_mismatch(nic: str, was: dict[str, str] | None, host: HostInventory,
     return ""
 
 
-def archive_snapshot(state_dir: Path, host: str) -> None:
+def archive_snapshot(state_dir: Path, host: str, why: str = "rolled-back") -> None:
     path = snapshot_path(state_dir, host)
     if path.exists():
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S%f")
-        path.replace(path.with_name(f"{host}.rolled-back-{stamp}.json"))
+        path.replace(path.with_name(f"{host}.{why}-{stamp}.json"))
 
 
 # ----------------------------------------------------------------------------- on-host timer
@@ -770,7 +770,14 @@ def apply_host(conn: Connection, host: HostInventory, settings: dict[str, NicSet
         ensure_snapshot(host, probe, saved, current)
     ctx = HostContext(host, probe, original, dict(settings))
     changes, found = plan_changes(ctx, current)
-    return _transact(conn, ctx, changes, notes + found, opts, "apply", started)
+    result = _transact(conn, ctx, changes, notes + found, opts, "apply", started)
+    if saved is None and result.status == "restored" and result.restore_verified:
+        # the snapshot this deploy took, and its own change undone and verified: kept, it
+        # stood for "the original" at the next deploy, over what the host had by then
+        # (a review's case: the admin's later pf_ring.conf lost a key, then was deleted
+        # by a rollback)
+        archive_snapshot(host.state_dir, host.name, "restored")
+    return result
 
 
 def _refused(host: HostInventory, why: str, notes: list[Note], started: float) -> HostResult:
@@ -858,7 +865,7 @@ def restore_host(conn: Connection, host: HostInventory, opts: Options | None = N
     result = _transact(conn, ctx, changes, notes, opts, "rollback", started)
     if result.ok and not opts.dry_run:
         result.status = "rolled-back"
-        archive_snapshot(host.state_dir, host.name)
+        archive_snapshot(host.state_dir, host.name, "restored")
     return result
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from nictune.deploy import transaction as tx
 from nictune.deploy.inventory import HostInventory
-from nictune.deploy.probe import HostProbe, NicProbe
+from nictune.deploy.probe import HostProbe, NicProbe, ProbeError
 from nictune.deploy.transaction import (
     ArmFailed,
     HostResult,
@@ -326,6 +326,34 @@ def test_a_deploy_whose_probe_sees_another_deploys_changes_keeps_its_snapshot(
     monkeypatch.setattr(tx, "probe_host", probe_after_another_deploy)
     assert deploy(host).ok
     assert snapshot(host)["knobs"]["nic/nic-1/pfring/profile"] is None  # no file before
+
+
+def test_a_first_deploy_that_undid_itself_leaves_its_snapshot_archived(
+        fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first deploy's read-back fails, its change is undone and verified: the snapshot
+    it took stayed and stood for "the original" at the next deploy, over what the host
+    had by then (a review's case: the admin's later pf_ring.conf lost a key, and a
+    rollback deleted it). A deploy that had a snapshot before keeps it."""
+    host = fake.inventory({"nic-1": "eth1"})
+
+    def unreadable_once(conn: Connection) -> HostProbe:
+        monkeypatch.setattr(tx, "probe_host", fake.probe)
+        raise ProbeError(conn.host.name, "read-back unreadable")
+
+    def break_read_back(_conn: Connection) -> None:
+        monkeypatch.setattr(tx, "probe_host", unreadable_once)
+
+    monkeypatch.setitem(tx.FAULT_HOOKS, "verify", break_read_back)
+    result = deploy(host)
+    assert (result.status, result.restore_verified) == ("restored", True)
+    assert not snapshot_path(host.state_dir, host.name).exists()
+    assert list(host.state_dir.glob("snapshots/rx1.restored-*.json"))
+    monkeypatch.delitem(tx.FAULT_HOOKS, "verify")
+    assert deploy(host).ok
+    before = snapshot(host)
+    monkeypatch.setitem(tx.FAULT_HOOKS, "verify", break_read_back)
+    assert deploy(host, {"nic-1": replace(SETTING, watermark=4)}).status == "restored"
+    assert snapshot(host) == before
 
 
 # ----------------------------------------------------------------- dry run
