@@ -127,8 +127,7 @@ def _print_results(group: GroupResult[HostResult], verb: str) -> None:
 
 
 def _short(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else value
-    text = text.replace("\n", " ")
+    text = one_line(json.dumps(value) if not isinstance(value, str) else value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -222,13 +222,24 @@ def parse_inventory(raw: Any, path: Path) -> Inventory:
     for h in parsed.values():
         # one machine under two names: each name's snapshot would record the other's
         # changes, and a rollback would put them back
-        first = seen.setdefault((h.address, h.port, h.netns), h.name)
+        first = seen.setdefault((_machine(h.address), h.port, h.netns), h.name)
         if first != h.name:
             raise _fail(source, f"hosts.{h.name}",
                         f"the same machine as hosts.{first} (address {h.address}, port "
                         f"{h.port}{f', netns {h.netns}' if h.netns else ''}); list all its "
                         "NICs under one host")
     return Inventory(hosts=parsed, path=path)
+
+
+def _machine(address: str) -> str:
+    """One spelling per machine: `::ffff:10.0.0.2` is 10.0.0.2, a DNS name's case and
+    trailing dot do not count (each reached the same sshd under two host names)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address.lower().rstrip(".")
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return str(mapped or ip)
 
 
 def load_inventory(path: str | Path) -> Inventory:

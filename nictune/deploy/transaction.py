@@ -153,7 +153,8 @@ def read_snapshot(state_dir: Path, host: str) -> Snapshot | None:
         doc = json.loads(path.read_text())
         nics = doc.get("nics", {})
         knobs = doc.get("knobs")
-        if doc.get("nictune_snapshot") not in (1, SNAPSHOT_FORMAT):
+        fmt = doc.get("nictune_snapshot")
+        if type(fmt) is not int or fmt not in (1, SNAPSHOT_FORMAT):  # (true == 1)
             raise ValueError("not a nictune snapshot of a known format")
         # (an empty one "rolled back" nothing and was archived, the host left tuned)
         if not isinstance(knobs, dict) or not knobs:
@@ -164,7 +165,7 @@ def read_snapshot(state_dir: Path, host: str) -> Snapshot | None:
         if not all(isinstance(m, dict) and isinstance(m.get("iface"), str)
                    for m in nics.values()):
             raise ValueError("nics malformed")
-    except (ValueError, AttributeError, OSError) as exc:
+    except (ValueError, AttributeError, OSError, RecursionError) as exc:
         raise HostError(host, f"snapshot {path} is corrupt ({exc}); refusing to touch the "
                               "host") from None
     return Snapshot(path, doc)

@@ -226,3 +226,8 @@ def test_a_host_whose_output_is_unreadable_makes_the_exit_code_2() -> None:
     assert [group.outcomes[h].exit_code for h in ("h0", "h1")] == [1, 2]
     assert _exit(group) == 2
     assert _exit(run_group(hosts[:1], fails)) == 1
+
+
+def test_a_change_line_escapes_control_characters_from_the_host() -> None:
+    """A host file's \\r printed as is: the terminal moved its cursor over the line."""
+    assert hosts_cli._short("min_num_slots=1\rfake") == "min_num_slots=1\\rfake"

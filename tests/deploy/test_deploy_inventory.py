@@ -120,6 +120,14 @@ def test_one_machine_under_two_names_is_refused(tmp_path: Path) -> None:
     doc["hosts"]["rx1b"] = {"address": "192.0.2.1", "netns": "b", "nics": {"nic-2": "eth2"}}
     path.write_text(yaml.safe_dump(doc))
     assert set(load_inventory(path).hosts) == {"rx1", "rx1b"}
+    # the same address spelled another way (a review's case: both reached one sshd)
+    for first, other in (("192.0.2.1", "::ffff:192.0.2.1"), ("rx.example.org",
+                                                            "RX.example.org.")):
+        doc["hosts"]["rx1"]["address"] = first
+        doc["hosts"]["rx1b"] = {"address": other, "nics": {"nic-2": "eth2"}}
+        path.write_text(yaml.safe_dump(doc))
+        with pytest.raises(InventoryError, match=r"the same machine as hosts\.rx1"):
+            load_inventory(path)
 
 
 @pytest.mark.parametrize("text, message", [

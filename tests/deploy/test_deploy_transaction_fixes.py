@@ -282,6 +282,7 @@ def test_a_corrupt_mapping_is_refused(fake: FakeHost) -> None:
     lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/napi/gro_flush_timeout": -1}},
     lambda d: {**d, "knobs": {**d["knobs"], "nic/nic-1/napi/napi_defer_hard_irqs": 2**31}},
     lambda d: {**d, "knobs": {**d["knobs"], "host/sysctl/busy_poll": -5}},
+    lambda d: {**d, "nictune_snapshot": True},  # (true == 1 in Python)
 ])
 def test_a_snapshot_that_is_not_one_is_refused(fake: FakeHost, change: Any) -> None:
     host = fake.inventory({"nic-1": "eth1"})
@@ -354,6 +355,16 @@ def test_a_first_deploy_that_undid_itself_leaves_its_snapshot_archived(
     monkeypatch.setitem(tx.FAULT_HOOKS, "verify", break_read_back)
     assert deploy(host, {"nic-1": replace(SETTING, watermark=4)}).status == "restored"
     assert snapshot(host) == before
+
+
+def test_a_snapshot_nested_past_python_s_limit_is_corrupt_not_a_recursion_error(
+        fake: FakeHost) -> None:
+    host = fake.inventory({"nic-1": "eth1"})
+    path = snapshot_path(host.state_dir, "rx1")
+    path.parent.mkdir(parents=True)
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(HostError, match="corrupt"):
+        restore_host(ShellConn(host), host)
 
 
 # ----------------------------------------------------------------- dry run
