@@ -33,6 +33,7 @@ METRICS = (
     ("cpu_s", False, "agent CPU s"),
     ("context_switches", False, "agent context switches"),
     ("drops", False, "drops"),
+    ("stranded", False, "packets left in the ring"),
     ("loss", False, "loss"),
     ("sender_rate_pps", True, "sender rate (pps)"),
     ("packets_sent", True, "packets sent"),
@@ -124,7 +125,10 @@ def build(result: dict[str, Any], plan: Plan | None = None,
                            for arm in ARMS},
             "backend": first["backend"],
             "block_timer": {arm: _block_timer(runs[arm]) for arm in ARMS if runs[arm]},
-            "agent_notes": sorted({n for arm in ARMS for r in runs[arm] for n in r["notes"]}),
+            # (said per arm: "watermark 1 rounded to 6" is one arm's, whose wake-ups are
+            # then not the plan's)
+            "agent_notes": sorted({f"{arm}: {n}" for arm in ARMS for r in runs[arm]
+                                   for n in r["notes"]}),
             "not_applied": {arm: result.get("deploy_notes", {}).get(f"{tid}/{arm}", [])
                             for arm in ARMS},
             "predicted": {arm: _prediction_block(_predicted(plan, tid, arm), again.get(arm),
@@ -184,7 +188,8 @@ def table1(report: dict[str, Any]) -> list[list[str]]:
     out = [["transmission", "packet size (B)", "default Mbit/s", "optimized Mbit/s",
             "change (95 % CI, Welch)", "seed-paper Mbit/s default → optimized",
             "wake-ups default → optimized", "NIC IRQs default → optimized",
-            "CPU s default → optimized", "drops d/o", "limited by",
+            "CPU s default → optimized", "drops d/o", "stranded d/o", "loss % d/o",
+            "limited by",
             "plan-predicted Mbit/s d/o (whole transmission)"]]
     for t in report["transmissions"]:
         d, o = t["summary"]["default"], t["summary"]["optimized"]
@@ -201,6 +206,8 @@ def table1(report: dict[str, Any]) -> list[list[str]]:
             f"{_fmt(o['nic_interrupts']['mean'], 1, 0)}",
             f"{_ci(d['cpu_s'], 1, 3)} → {_ci(o['cpu_s'], 1, 3)}",
             f"{_fmt(d['drops']['mean'], 1, 0)} / {_fmt(o['drops']['mean'], 1, 0)}",
+            f"{_fmt(d['stranded']['mean'], 1, 0)} / {_fmt(o['stranded']['mean'], 1, 0)}",
+            f"{_fmt(d['loss']['mean'], 0.01, 2)} / {_fmt(o['loss']['mean'], 0.01, 2)}",
             ", ".join(limits),
             f"{_fmt(pd and pd['throughput_bps'], 1e6, 3)} / "
             f"{_fmt(po and po['throughput_bps'], 1e6, 3)}",

@@ -276,6 +276,20 @@ def test_watermark_without_timeout_strands_the_tail(veth: dict[str, str],
     assert any("not expressible" in n for n in r["notes"])
 
 
+@pytest.mark.netns
+def test_a_watermark_of_one_wakes_per_packet_and_strands_none(veth: dict[str, str],
+                                                             tmp_path: Path) -> None:
+    """W = 1 with no timeout: TPACKET_V3's page-sized blocks made it W = 2 at 1 400 B and
+    6 at 512 B, and the last packets stayed in a block that never filled (a review's
+    runs: 1 of 1 143 stranded every run, under the loss threshold). Read through V2, as
+    active_wait, it is woken per packet."""
+    r = run_agent(veth, tmp_path, "watermark", "--watermark", "1", "--watermark-timeout",
+                  "0", count=200)
+    assert (r["packets"], r["stranded"], r["stop_reason"]) == (200, 0, "count")
+    assert r["ring"]["ring"] == "tpacket_v2" and not any("rounded" in n for n in r["notes"])
+    assert r["wakeups"] > 200 / 4  # paced: woken for (nearly) every packet
+
+
 @pytest.mark.parametrize(("release", "timer"), [
     ("6.18.44-fc-v595", "free-running"), ("6.19.0-rc1", "free-running"), ("7.0", "free-running"),
     ("6.17.9-200.fc42.x86_64", "restarted at block open"),

@@ -76,6 +76,12 @@ def test_report_files_tables_and_verdicts(result: dict, tmp_path: Path,
         "report.html", "report.json", "report.md"]
     rows = report.table1(doc)
     assert [r[0] for r in rows[1:]] == ["t-rx1", "t-rx2"]
+    # packets left in the ring and the loss are in the table (a watermark arm's stranded
+    # packets were under the loss threshold and shown nowhere), the agent's notes by arm
+    at = rows[0].index("stranded d/o")
+    assert rows[0][at + 1] == "loss % d/o" and rows[1][at].count(" / ") == 1
+    notes = [n for t in doc["transmissions"] for n in t["agent_notes"]]
+    assert notes and all(n.split(": ")[0] in ("default", "optimized") for n in notes)
     t2 = doc["transmissions"][1]
     assert t2["summary"]["default"]["wakeups"]["n"] == result["repeats"]
     # the same traffic: the watermark default wakes far less often than active_wait
