@@ -188,7 +188,8 @@ class Config:
             if t.id == tid:
                 return t
         known = ", ".join(t.id for t in self.transmissions[:10])
-        raise ConfigError(f"{self.source}: no transmission {tid!r} (known: {known}, ...)")
+        more = ", ..." if len(self.transmissions) > 10 else ""
+        raise ConfigError(f"{self.source}: no transmission {tid!r} (known: {known}{more})")
 
     def nic_of(self, t: Transmission) -> Nic:
         return self.nics[t.nic]

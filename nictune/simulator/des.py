@@ -671,7 +671,7 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
     for (host, core), count in packets.items() if exact else ():
         if count > EXACT_PACKETS:
             raise InputError(
-                f"exact: core {core} of host {host} takes {count:,} packets, more than "
+                f"--exact: core {core} of host {host} takes {count:,} packets, more than "
                 f"the {EXACT_PACKETS:,} an exact run holds in memory (~80 bytes each); "
                 "simulate a window instead (no --exact)")
     results: dict[str, Metrics] = {}

@@ -310,7 +310,10 @@ def calibrate(inventory: Inventory, sender: str, receiver: str, opts: Options,
     nic = opts.nic or next(iter(host.nics), None)
     if nic is None:
         raise InventoryError(f"{inventory.path}: host {receiver} has no nics")
-    iface = host.iface(nic)
+    try:
+        iface = host.iface(nic)
+    except InventoryError as exc:  # (name the file, as every other inventory error does)
+        raise InventoryError(f"{inventory.path}: {exc}") from None
     points: list[dict[str, Any]] = []
     with Connection(inventory.hosts[sender]).connect() as tx_conn, \
             Connection(host).connect() as rx_conn:

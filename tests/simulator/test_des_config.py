@@ -245,8 +245,8 @@ def test_a_nic_has_one_default_setting():
 
 
 def test_unknown_transmission_is_named():
-    with pytest.raises(ConfigError, match=r"no transmission 'nope' \(known: t1, t2"):
-        parse_config(BASE, "x.yaml").transmission("nope")
+    with pytest.raises(ConfigError, match=r"no transmission 'nope' \(known: t1, t2\)$"):
+        parse_config(BASE, "x.yaml").transmission("nope")  # (all known: no ", ...")
 
 
 def test_unreadable_file_and_invalid_yaml(tmp_path):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
+from nictune.deploy.inventory import HostInventory, Inventory, InventoryError
 from nictune.errors import RunError
 from nictune.model import Costs, NicSetting
 from nictune.validation import calibrate
@@ -129,3 +130,12 @@ def test_a_free_running_block_timer_is_averaged_over_its_phase() -> None:
     known = calibrate.predict(Costs(), {**point, "first_arrival": 100.0, "ring": {
         **ring, "block_timer": "free-running", "block_timer_start": 99.9}}, setting)
     assert 8 * 5714 * 1400 / known["throughput_bps"] == pytest.approx(2.4, abs=0.002)
+
+
+def test_an_unknown_nic_names_the_inventory_file() -> None:
+    """Every inventory error names its file; `--nic zz` named only the host."""
+    hosts = {n: HostInventory(n, "192.0.2.1" if n == "tx" else "192.0.2.2",
+                              nics={"nic-1": "eth1"}) for n in ("tx", "rx")}
+    inventory = Inventory(hosts=hosts, path=Path("lab/inventory.yaml"))
+    with pytest.raises(InventoryError, match=r"^lab/inventory\.yaml: host rx: no nic 'zz'"):
+        calibrate.calibrate(inventory, "tx", "rx", calibrate.Options(nic="zz"))
