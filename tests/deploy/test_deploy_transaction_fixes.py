@@ -367,6 +367,21 @@ def test_a_snapshot_nested_past_python_s_limit_is_corrupt_not_a_recursion_error(
         restore_host(ShellConn(host), host)
 
 
+def test_pf_ring_conf_keeps_its_mode_through_deploy_and_rollback(fake: FakeHost) -> None:
+    """Written through a new temp file, a 0640 pf_ring.conf came back 0644 (a review's
+    case): the temp file starts as a copy of the old one now."""
+    host = fake.inventory({"nic-1": "eth1"})
+    conf = fake.root / "etc/pf_ring/pf_ring.conf"
+    conf.parent.mkdir(parents=True)
+    conf.write_text("min_num_slots=1024 enable_tx_capture=0\n")
+    conf.chmod(0o640)
+    assert deploy(host).ok
+    assert "min_num_slots=2048" in conf.read_text() and conf.stat().st_mode & 0o777 == 0o640
+    assert restore_host(ShellConn(host), host).status == "rolled-back"
+    assert conf.read_text() == "min_num_slots=1024 enable_tx_capture=0\n"
+    assert conf.stat().st_mode & 0o777 == 0o640
+
+
 # ----------------------------------------------------------------- dry run
 
 

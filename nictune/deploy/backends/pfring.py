@@ -138,9 +138,12 @@ def _file_command(path: str, content: str | None) -> str:
     if content is None:
         return f"if [ -e {q} ]; then rm -f {q}; fi"
     c, tmp = shlex.quote(content), shlex.quote(path + ".nictune-tmp")
-    # Skip when equal (restores stay idempotent); write via temp file + rename.
+    # Skip when equal (restores stay idempotent); write via temp file + rename, the temp
+    # file a copy of the old one first so that its mode and owner stay (a 0640
+    # pf_ring.conf came back 0644)
     return (f"printf '%s' {c} | cmp -s - {q} || {{ mkdir -p {shlex.quote(path.rsplit('/', 1)[0])}"
-            f" && printf '%s' {c} > {tmp} && mv -f {tmp} {q}; }}")
+            f" && {{ [ ! -e {q} ] || cp -p {q} {tmp}; }} && printf '%s' {c} > {tmp}"
+            f" && mv -f {tmp} {q}; }}")
 
 
 def commands(ctx: HostContext, values: dict[str, Any]) -> list[str]:
