@@ -866,7 +866,7 @@ def restore_host(conn: Connection, host: HostInventory, opts: Options | None = N
     result = _transact(conn, ctx, changes, notes, opts, "rollback", started)
     if result.ok and not opts.dry_run:
         result.status = "rolled-back"
-        archive_snapshot(host.state_dir, host.name, "restored")
+        archive_snapshot(host.state_dir, host.name)
     return result
 
 

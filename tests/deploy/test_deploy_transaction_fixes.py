@@ -378,6 +378,8 @@ def test_pf_ring_conf_keeps_its_mode_through_deploy_and_rollback(fake: FakeHost)
     assert deploy(host).ok
     assert "min_num_slots=2048" in conf.read_text() and conf.stat().st_mode & 0o777 == 0o640
     assert restore_host(ShellConn(host), host).status == "rolled-back"
+    assert [p.name.split("-2")[0] for p in host.state_dir.glob("snapshots/*")] == [
+        "rx1.rolled-back"]  # (not "restored": that is a deploy that undid itself)
     assert conf.read_text() == "min_num_slots=1024 enable_tx_capture=0\n"
     assert conf.stat().st_mode & 0o777 == 0o640
 
