@@ -375,8 +375,8 @@ class Watchdog:
             f"(set -C; echo {token} > \"$d/armed\") 2>/dev/null || "
             f"{{ rm -f {tmp}; echo '@@busy'; exit 1; }}; "
             f"mv -f {tmp} \"$d/restore.sh\" || {{ rm -f \"$d/armed\"; exit 1; }}; "
-            "rm -f \"$d/fired\" \"$d/disarmed\" \"$d/restore.rc\" \"$d/watchdog.pid\" "
-            "\"$d/verified\"; "
+            "rm -f \"$d/fired\" \"$d/disarmed\" \"$d/restore.rc\" \"$d/watchdog.pid\"; "
+            f"echo {token} > \"$d/applying\"; "
             f"setsid sh -c {shlex.quote(timer)} \"$d\" {max(1, round(seconds))} {token} "
             "</dev/null >/dev/null 2>&1 & echo $! > \"$d/watchdog.pid\"; echo '@@armed'\n"
             + (f"{self.LOCK}\n{then}" if then else ""), stdin=script.encode())
@@ -390,22 +390,35 @@ class Watchdog:
                                                  f"changed: {res.error_line()}")
         return res
 
-    def disarm(self, token: str = "", verified: bool = False) -> str:
+    # The arming's state, into $s: `none` (nothing armed; `fired` if a timer fired and its
+    # restore is not collected yet), `verified` (its deploy verified its change and awaits
+    # confirmation — or an arming of a nictune without the `applying` marker, which meant
+    # that), `unverified` (its deploy is still applying, or was cut short: `applying`
+    # holds its token and its timer will restore the host) or `stale` (the same, but its
+    # timer is gone: the host rebooted, the process was killed).
+    STATE = ('a=$(cat "$d/armed" 2>/dev/null); p=$(cat "$d/watchdog.pid" 2>/dev/null); '
+             'if [ -z "$a" ]; then if [ -e "$d/fired" ]; then s=fired; else s=none; fi; '
+             'elif [ "$a" != "$(cat "$d/applying" 2>/dev/null)" ]; then s=verified; '
+             'elif [ -n "$p" ] && tr \'\\0\' \'\\n\' < "/proc/$p/cmdline" 2>/dev/null '
+             '| grep -qxF "$a"; then s=unverified; else s=stale; fi; ')
+
+    def disarm(self, token: str = "", verified: bool = False, stale: bool = False) -> str:
         """`disarmed` (we won), `fired` (the timer restored first) or `none`. With `token`
         only that arming is disarmed (`fired`: that arming fired); with `verified` only an
-        arming whose deploy verified its change and awaits confirmation (`mark_verified`;
-        else `unverified`: a deploy still applying, or cut short, whose timer will restore
-        the host) — `deploy --confirm` and a rollback superseding an unconfirmed deploy;
-        with neither, whatever is armed (validation putting back its own cut-short arm)."""
+        arming whose deploy verified its change and awaits confirmation (`deploy
+        --confirm`, a rollback), and with `stale` too one whose timer is gone (a rollback);
+        else the arming's state (`STATE`) is returned; with neither, whatever is armed
+        (validation putting back its own cut-short arm)."""
         d, t = shlex.quote(self.dir), shlex.quote(token)
         mine = f"[ \"$(cat \"$d/armed\" 2>/dev/null)\" = {t} ] && " if token else ""
+        state, other = "", "none"
         if verified:
-            mine = ("[ -n \"$(cat \"$d/verified\" 2>/dev/null)\" ] && [ \"$(cat \"$d/armed\" "
-                    "2>/dev/null)\" = \"$(cat \"$d/verified\")\" ] && ")
+            state, other = self.STATE, "$s"
+            mine = ('{ [ "$s" = verified ] || [ "$s" = ' + ("stale" if stale else "verified")
+                    + ' ]; } && ')
         fired = f"grep -sqxF {t} \"$d/fired\" \"$d/seen\"" if token else "[ -e \"$d/fired\" ]"
-        other = "unverified" if verified else "none"
         res = self.conn.run(
-            f"d={d}; if {mine}mv \"$d/armed\" \"$d/disarmed\" 2>/dev/null; then "
+            f"d={d}; {state}if {mine}mv \"$d/armed\" \"$d/disarmed\" 2>/dev/null; then "
             "t=$(cat \"$d/disarmed\"); p=$(cat \"$d/watchdog.pid\" 2>/dev/null); "
             "if [ -n \"$t\" ] && [ -n \"$p\" ] && tr '\\0' '\\n' < \"/proc/$p/cmdline\" "
             "2>/dev/null | grep -qxF \"$t\"; then "
@@ -416,22 +429,18 @@ class Watchdog:
         return res.stdout.strip() or "none"
 
     def arming(self) -> str:
-        """`verified` (a deploy awaits confirmation: `mark_verified`), `unverified` (a
-        deploy still applying its change, or cut short: its timer will restore the host)
-        or `none` (nothing armed)."""
+        """The arming's state (`STATE`): none, fired, verified, unverified or stale."""
         d = shlex.quote(self.dir)
-        res = self.conn.run(f"d={d}; a=$(cat \"$d/armed\" 2>/dev/null); "
-                            "if [ -z \"$a\" ]; then echo none; "
-                            "elif [ \"$a\" = \"$(cat \"$d/verified\" 2>/dev/null)\" ]; then "
-                            "echo verified; else echo unverified; fi", check=True)
+        res = self.conn.run(f"d={d}; {self.STATE}echo $s", check=True)
         return res.stdout.strip() or "none"
 
     def mark_verified(self, token: str) -> None:
         """Record that arming `token`'s deploy verified its change: from now on it awaits
         confirmation (`deploy --confirm`, or a rollback, may disarm it)."""
-        d = shlex.quote(self.dir)
-        self.conn.run(f"d={d}; [ \"$(cat \"$d/armed\" 2>/dev/null)\" = {shlex.quote(token)} ] "
-                      f"&& echo {shlex.quote(token)} > \"$d/verified\"", check=True)
+        d, t = shlex.quote(self.dir), shlex.quote(token)
+        self.conn.run(f"d={d}; [ \"$(cat \"$d/armed\" 2>/dev/null)\" = {t} ] && "
+                      f"[ \"$(cat \"$d/applying\" 2>/dev/null)\" = {t} ] && "
+                      "rm -f \"$d/applying\"", check=True)
 
     def state_of(self, token: str) -> str:
         """Where arming `token` stands: armed, disarmed, fired (also when already seen) or
@@ -789,23 +798,34 @@ def _refused(host: HostInventory, why: str, notes: list[Note], started: float) -
 def _check_watchdog(conn: Connection, state: str, supersede: bool = False,
                     own: bool = False) -> tuple[str, list[Note]]:
     """Refusal text when the on-host timer is armed (else ""): a deploy awaiting
-    confirmation — unless `supersede` (a rollback), which disarms it — or one still
-    applying or cut short, whose timer will restore the host — unless `own` (validation
-    putting back its own cut-short arm); and a warning note when an earlier deploy's
-    timer fired and its restore script failed."""
+    confirmation — unless `supersede` (a rollback), which disarms it — one still applying
+    or cut short, whose timer will restore the host, or one cut short whose timer is gone
+    (a rollback disarms that one too) — unless `own` (validation putting back its own
+    arm cut short); and a warning note when an earlier deploy's timer fired and its
+    restore script failed. `state` is the probe's: a timer that fired or was disarmed
+    since is a refusal too (what the probe read is no longer the host)."""
     if state == "armed":
         wd = Watchdog(conn)
         if own:
             wd.disarm()
             return "", []
-        arming = wd.disarm(verified=True) if supersede else wd.arming()
+        arming = wd.disarm(verified=True, stale=True) if supersede else wd.arming()
+        if arming == "disarmed":
+            return "", []
         if arming == "unverified":
             return ("another deploy is applying its change on this host, or was cut short "
                     "(its on-host timer restores the host); try again when it has ended"), []
+        if arming == "stale":
+            return ("a deploy was cut short on this host and its on-host timer is gone (the "
+                    "host rebooted, or the timer was killed): run `nictune rollback` to "
+                    "return it to the snapshot"), []
         if arming == "verified":
             return ("an earlier deploy awaits confirmation on this host; run `nictune deploy "
                     "--confirm` or wait for its timer to restore the host"), []
-        state = arming  # disarmed, fired meanwhile, or none
+        if arming == "fired":
+            _timer_restore(conn)
+        return ("the on-host timer fired or was disarmed while this run read the host: "
+                "what it read is no longer the host's state; run it again"), []
     done = _timer_restore(conn) if state == "fired" else None
     if done is None or done.ok:
         return "", []
@@ -825,9 +845,10 @@ def _timer_restore(conn: Connection) -> TimerRestore | None:
     return done
 
 
-def restore_host(conn: Connection, host: HostInventory, opts: Options | None = None) -> \
-        HostResult:
-    """Return `host` to its original snapshot (rollback) and archive the snapshot."""
+def restore_host(conn: Connection, host: HostInventory, opts: Options | None = None,
+                 own: bool = False) -> HostResult:
+    """Return `host` to its original snapshot (rollback) and archive the snapshot. `own`:
+    an armed timer is the caller's own arm, cut short (validation, calibration)."""
     opts, started = opts or Options(), time.monotonic()
     saved = read_snapshot(host.state_dir, host.name)
     if saved is None:
@@ -838,22 +859,23 @@ def restore_host(conn: Connection, host: HostInventory, opts: Options | None = N
     mismatch, notes = snapshot_mismatch(saved, host, probe, rollback=True)
     if mismatch:
         return _refused(host, mismatch, notes, started)
-    if not opts.dry_run:  # a rollback supersedes a deploy awaiting confirmation
-        pending, found = _check_watchdog(conn, probe.timer, supersede=True)
-        notes += found
-        if pending:  # (never one still applying: rolled back under it, it left the host
-            return _refused(host, pending, notes, started)  # tuned with no snapshot)
     current, original = read_knobs(probe), saved.knobs
     missing = sorted(set(original) - set(current))
     held = [k for k in missing if split_key(k)[1] in STEADY
             and probe.nics.get(split_key(k)[0]) is not None
             and probe.nics[split_key(k)[0]].exists]
-    if held:  # (a read that failed: restoring the rest and archiving left that one tuned)
+    if held:  # (a read that failed: restoring the rest and archiving left that one tuned;
+        # checked before a pending timer is disarmed, which the refusal must leave armed)
         return _refused(host, f"the host no longer reports {len(held)} snapshot knobs of "
                               f"NICs it still has (e.g. {held[0]}); nothing was changed and "
                               f"the snapshot {saved.path} is kept: run rollback again, or "
                               "remove those knobs from it if the NIC really lost them",
                         notes, started)
+    if not opts.dry_run:  # a rollback supersedes a deploy awaiting confirmation
+        pending, found = _check_watchdog(conn, probe.timer, supersede=True, own=own)
+        notes += found
+        if pending:  # (never one still applying: rolled back under it, it left the host
+            return _refused(host, pending, notes, started)  # tuned with no snapshot)
     ctx = HostContext(host, probe, original, {})
     changes, found = plan_changes(ctx, current, targets=original)
     notes += found
@@ -894,7 +916,12 @@ def confirm_host(conn: Connection, host: HostInventory) -> HostResult:
     """Disarm the timer of a `--confirm-timeout` deploy: the change stays."""
     started = time.monotonic()
     state = Watchdog(conn).disarm(verified=True)
-    if state == "disarmed":
+    if state == "stale":  # (nothing to confirm, and no timer to restore the host)
+        result = HostResult(host.name, "failed", False,
+                            error="the deploy that armed this host's timer never verified "
+                                  "its change and the timer is gone (the host rebooted?): "
+                                  "nothing to confirm; run `nictune rollback`")
+    elif state == "disarmed":
         _audit(host).write(host.name, "*", None, None, "confirm")
         result = HostResult(host.name, "confirmed", True)
     elif state == "fired":

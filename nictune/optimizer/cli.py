@@ -219,8 +219,9 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # outside the map, so its workers stop at once
         gen = search.state.generation if search and search.state else 0
         # (a checkpoint an earlier run left there is not this run's: --resume refused it)
-        ours = (search is not None and (search.checkpointed or saved is not None)
-                and (out / "checkpoint.json").exists())
+        resumed_here = saved is not None and Path(args.resume).resolve() == out.resolve()
+        ours = ((search is not None and search.checkpointed) or resumed_here) and (
+            out / "checkpoint.json").exists()
         where = (f"the last checkpoint (generation {_saved_generation(out)}) is in {out}; "
                  f"continue with --resume {out}") if ours else "no checkpoint was written yet"
         print(f"\nnictune optimize: interrupted at generation {gen}; {where}", file=sys.stderr)

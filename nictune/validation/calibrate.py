@@ -318,6 +318,11 @@ def calibrate(inventory: Inventory, sender: str, receiver: str, opts: Options,
     with Connection(inventory.hosts[sender]).connect() as tx_conn, \
             Connection(host).connect() as rx_conn:
         had_snapshot = tx.load_snapshot(host.state_dir, host.name) is not None
+        # (an armed timer now is another run's: calibration's put-back supersedes only
+        # its own)
+        if not had_snapshot and tx.Watchdog(rx_conn).arming() not in ("none", "fired"):
+            raise RunError(f"{receiver}: another nictune run's on-host timer is armed; "
+                           "calibrate when it has ended")
         if had_snapshot:
             raise RunError(f"{receiver}: nictune already manages this host (a snapshot "
                            "exists); run `nictune rollback` first so calibration can "
@@ -333,7 +338,7 @@ def calibrate(inventory: Inventory, sender: str, receiver: str, opts: Options,
                         points.append(_point(rx, tx_conn, opts, mode, size, rate, rep))
             finally:
                 try:
-                    restored = tx.restore_host(rx_conn.reconnect_if_lost(), host)
+                    restored = tx.restore_host(rx_conn.reconnect_if_lost(), host, own=True)
                 except KeyboardInterrupt:  # (Ctrl-C again: say what is left)
                     progress(runner.unrestored(
                         {receiver: "FAILED: interrupted while restoring it"}, inventory.path))

@@ -68,7 +68,7 @@ def _put_back(h: _Host) -> tx.HostResult:
     new session if the run lost its own."""
     h.conn.reconnect_if_lost()
     if not h.had_snapshot:
-        return tx.restore_host(h.conn, h.host)
+        return tx.restore_host(h.conn, h.host, own=h.timer != "armed")
     # a timer armed now but not at the start is an arm's own, cut short (Ctrl-C)
     return tx.apply_knobs(h.conn, h.host, h.before, own=h.timer != "armed")
 

@@ -141,6 +141,19 @@ def deploy(host: HostInventory, settings: dict[str, NicSetting] | None = None,
     return apply_host(ShellConn(host), host, settings or {"nic-1": SETTING}, opts)
 
 
+def cut_short(host: HostInventory, monkeypatch: pytest.MonkeyPatch, at: str,
+              opts: Options | None = None, conn: Connection | None = None) -> None:
+    """A deploy of SETTING stopped by Ctrl-C at FAULT_HOOKS point `at` ("verify": after
+    its apply steps, before its read-back; "disarm": after its read-back)."""
+    def stop(_conn: Connection) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(tx.FAULT_HOOKS, at, stop)
+    with pytest.raises(KeyboardInterrupt):
+        tx.apply_host(conn or ShellConn(host), host, {"nic-1": SETTING}, opts)
+    monkeypatch.delitem(tx.FAULT_HOOKS, at)
+
+
 def wait_for(path: Path, limit: float = 10.0) -> None:
     deadline = time.monotonic() + limit
     while not path.exists():
@@ -507,14 +520,7 @@ def test_a_deploy_cut_short_before_its_verify_is_neither_confirmed_nor_rolled_ba
     archived the snapshot. Both now refuse and leave the timer armed to restore the host;
     another deploy is refused too. Once verified, the deploy awaits confirmation."""
     host = fake.inventory({"nic-1": "eth1"})
-
-    def stop(_conn: Connection) -> None:
-        raise KeyboardInterrupt
-
-    monkeypatch.setitem(tx.FAULT_HOOKS, "verify", stop)
-    with pytest.raises(KeyboardInterrupt):
-        tx.apply_host(ShellConn(host), host, {"nic-1": SETTING}, Options(confirm_timeout=60))
-    monkeypatch.delitem(tx.FAULT_HOOKS, "verify")
+    cut_short(host, monkeypatch, "verify", Options(confirm_timeout=60))
     armed = (fake.root / TIMER / "armed").read_text()
     confirmed = confirm_host(ShellConn(host), host)
     assert (confirmed.status, confirmed.ok) == ("failed", False)
@@ -529,8 +535,68 @@ def test_a_deploy_cut_short_before_its_verify_is_neither_confirmed_nor_rolled_ba
     assert restore_host(ShellConn(host), host).status == "rolled-back"
     pending = deploy(host, opts=Options(confirm_timeout=60))
     assert pending.status == "pending-confirm"
-    assert (fake.root / TIMER / "verified").read_text().strip() == pending.token
+    assert not (fake.root / TIMER / "applying").exists()  # verified: awaits confirmation
     assert confirm_host(ShellConn(host), host).status == "confirmed"
+
+
+def test_an_arming_cut_short_whose_timer_is_gone_is_rolled_back_not_confirmed(
+        fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut short, then the host rebooted (the timer gone): `--confirm`, rollback and
+    deploy were all refused for ever ("its timer restores the host"). Rollback now
+    restores from the snapshot; confirm and deploy say to run it."""
+    host = fake.inventory({"nic-1": "eth1"})
+    cut_short(host, monkeypatch, "verify", Options(confirm_timeout=60))
+    pid = int((fake.root / TIMER / "watchdog.pid").read_text())
+    os.killpg(os.getpgid(pid), 9)
+    time.sleep(0.2)
+    confirmed = confirm_host(ShellConn(host), host)
+    assert confirmed.status == "failed" and "timer is gone" in confirmed.error
+    again = deploy(host)
+    assert again.status == "refused" and "nictune rollback" in again.error
+    assert restore_host(ShellConn(host), host).status == "rolled-back"
+    assert not (fake.root / "etc/nictune/capture/eth1.json").exists()
+
+
+def test_an_arming_of_a_nictune_without_the_marker_still_awaits_confirmation(
+        fake: FakeHost) -> None:
+    """A --confirm-timeout deploy by the previous version (no `applying` marker) is
+    confirmed as before, not taken for one cut short."""
+    host = fake.inventory({"nic-1": "eth1"})
+    assert deploy(host, opts=Options(confirm_timeout=3600)).status == "pending-confirm"
+    assert confirm_host(ShellConn(host), host).status == "confirmed"
+
+
+def test_a_refused_rollback_leaves_a_pending_timer_armed(fake: FakeHost) -> None:
+    """Refused for a knob it cannot read, the rollback had already disarmed the pending
+    --confirm-timeout deploy's timer: nothing would restore the host."""
+    host = fake.inventory({"nic-1": "eth1"})
+    assert deploy(host, opts=Options(confirm_timeout=3600)).status == "pending-confirm"
+    fake.devices["eth1"].coalesce.pop("rx-usecs")
+    assert restore_host(ShellConn(host), host).status == "refused"
+    assert (fake.root / TIMER / "armed").exists()
+
+
+def test_a_timer_that_fires_while_a_deploy_reads_the_host_refuses_it(
+        fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe saw the timer armed; it fired before the deploy looked closer: the deploy
+    went on from what the probe read before the restore (a review's race), and the
+    fired restore was never collected."""
+    host = fake.inventory({"nic-1": "eth1"})
+    assert deploy(host, opts=Options(confirm_timeout=3600)).status == "pending-confirm"
+    real = Watchdog.arming
+
+    def fire_first(self: Watchdog) -> str:
+        assert Watchdog(self.conn).restore_now()
+        (fake.root / TIMER / "armed").replace(fake.root / TIMER / "fired")
+        (fake.root / TIMER / "restore.rc").write_text("0\n")
+        return real(self)
+
+    monkeypatch.setattr(Watchdog, "arming", fire_first)
+    result = deploy(host, {"nic-1": replace(SETTING, watermark=4)})
+    assert result.status == "refused" and "run it again" in result.error
+    assert not (fake.root / TIMER / "fired").exists()  # collected
+
+
 
 
 # ----------------------------------------------------------------- validation's put-back
@@ -548,18 +614,26 @@ def test_a_validation_arm_cut_short_is_superseded_by_the_put_back(
     conn = ShellConn(host)
     start = fake.probe(conn)
     h = runner._Host(conn, host, True, read_knobs(start), start.timer)
-
-    def ctrl_c(_conn: Connection) -> None:
-        raise KeyboardInterrupt
-
-    monkeypatch.setitem(tx.FAULT_HOOKS, "disarm", ctrl_c)
-    with pytest.raises(KeyboardInterrupt):
-        tx.apply_host(conn, host, {"nic-1": SETTING})
-    monkeypatch.delitem(tx.FAULT_HOOKS, "disarm")
+    cut_short(host, monkeypatch, "disarm", conn=conn)
     assert (fake.root / TIMER / "armed").exists() and profile.exists()
     result = runner._put_back(h)
     assert (result.status, result.ok) == ("applied", True), result.error
     assert not profile.exists() and read_knobs(fake.probe(conn)) == h.before
+
+
+def test_a_first_validation_arm_cut_short_is_rolled_back_by_the_put_back(
+        fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No deployment before validation; Ctrl-C after an arm's verify, before its disarm:
+    the put-back's rollback was refused as "another deploy is applying" (a review's case
+    against the verified marker). Its own arm is superseded."""
+    host = fake.inventory({"nic-1": "eth1"})
+    conn = ShellConn(host)
+    h = runner._Host(conn, host, False, {}, fake.probe(conn).timer)
+    cut_short(host, monkeypatch, "disarm", conn=conn)
+    assert (fake.root / TIMER / "armed").exists()
+    assert runner._put_back(h).status == "rolled-back"
+    assert not (fake.root / TIMER / "armed").exists()
+    assert not (fake.root / "etc/nictune/capture/eth1.json").exists()
 
 
 def test_an_operators_pending_deploy_is_neither_refused_nor_superseded_by_validation(

@@ -335,6 +335,9 @@ def test_ctrl_c_before_this_run_s_first_checkpoint_does_not_offer_an_earlier_one
     """An earlier run's checkpoint in --out, this run stopped at once in generation 0:
     it said "the last checkpoint (generation 2) is in …; continue with --resume", which
     then refused it (another config). Only this run's checkpoint is offered."""
+    first = tmp_path / "first"
+    assert main(["optimize", str(small_config), "--out", str(first), *FAST,
+                 "--checkpoint-every", "1", "--verify", "none"]) == 0
     out = tmp_path / "run"
     out.mkdir()
     (out / "checkpoint.json").write_text(json.dumps({"generation": 2}))
@@ -345,6 +348,15 @@ def test_ctrl_c_before_this_run_s_first_checkpoint_does_not_offer_an_earlier_one
     err = capsys.readouterr().err
     assert rc == 130, err
     assert "no checkpoint was written yet" in err and "--resume" not in err
+    # resumed from another directory into this one: that one's checkpoint is the run's
+    (out / "checkpoint.json").write_text(json.dumps({"generation": 7}))
+    interrupt = _interrupting(4, False, True)
+    monkeypatch.setattr(_Progress, "generation", lambda self, *a: interrupt(*a))
+    assert main(["optimize", str(small_config), "--resume", str(first), "--out", str(out),
+                 "--generations", "50", "--checkpoint-every", "100", "--verify",
+                 "none"]) == 130
+    err = capsys.readouterr().err
+    assert "no checkpoint was written yet" in err and "generation 7" not in err
 
 
 def test_des_runs_use_the_cpus_by_default() -> None:
