@@ -23,9 +23,11 @@ from nictune.optimizer.search import Search
 from nictune.simulator import simulate
 
 # transmission "a" of the small config: 2 000 evenly spaced packets at 4 000/s on its own
-# host. A 64-slot ring polled every 0.2 s loses most of them; a 100 µs tick keeps up.
-LOSSY = NicSetting("passive_wait", poll_interval=0.2, ring_slots=64)
-LOSSY_TOO = NicSetting("passive_wait", poll_interval=0.5, ring_slots=64)
+# host. A watermark of 1 500 (1 800) without a timeout strands the last 500 (200) of them
+# whatever the ring (a lossy ring would go back to the default's, `rings.py`); a 100 µs
+# tick keeps up.
+LOSSY = NicSetting("watermark", watermark=1500, watermark_timeout=0.0, ring_slots=4096)
+LOSSY_TOO = NicSetting("watermark", watermark=1800, watermark_timeout=0.0, ring_slots=4096)
 GOOD = NicSetting("passive_wait", poll_interval=100e-6, ring_slots=4096)
 
 
@@ -70,8 +72,9 @@ def test_worse_than_default_names_slower_lossier_and_later(small_config: Path) -
     default_a = des(a, config.default_setting(a))
     assert worse_than_default(a, default_a, default_a) == []
     assert worse_than_default(a, des(a, GOOD), default_a) == []
-    lossy = worse_than_default(a, des(a, LOSSY), default_a)
-    assert any("loses" in r for r in lossy) and any("< default" in r for r in lossy)
+    assert any("loses" in r for r in worse_than_default(a, des(a, LOSSY), default_a))
+    late_ticks = des(a, NicSetting("passive_wait", poll_interval=2.0, ring_slots=4096))
+    assert any("< default" in r for r in worse_than_default(a, late_ticks, default_a))
     # b has max_latency_p99 20 ms; a 50 ms timeout with a huge watermark waits past it
     default_b = des(b, config.default_setting(b))
     late = des(b, NicSetting("watermark", watermark=512, watermark_timeout=50e-3,
@@ -111,7 +114,7 @@ def test_a_plan_the_des_rejects_takes_the_next_candidate(search: Search) -> None
     assert enc.settings(genes)[0] == GOOD
     assert len(notes[0]) == 1 and notes[0][0].startswith("des_guard:")
     assert "candidate 2" in notes[0][0] and "loses" in notes[0][0]
-    assert "every 200 ms ring=64" in notes[0][0]  # the rejected choice is named
+    assert LOSSY.describe() in notes[0][0]  # the rejected choice is named
     # the other hosts keep their first choice and get no note
     assert notes[1:] == [[], [], []]
     first = default_rings(search, search.composite("throughput"))

@@ -14,7 +14,7 @@ from nictune.optimizer.checkpoint import Options
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
 from nictune.optimizer.objectives import NOISE, TIE
-from nictune.optimizer.rings import SAME, _default_ring, default_rings
+from nictune.optimizer.rings import FLOOR, WORSE, _default_ring, default_rings
 from nictune.optimizer.search import Search
 
 # two hosts, one NIC each, default rings of 256 slots; 10 000 packets/s for 2 s
@@ -70,20 +70,49 @@ def test_a_watermark_above_half_the_default_ring_keeps_its_ring(tmp_path: Path) 
         assert space.decode(genes) == replace(setting, ring_slots=ring)
 
 
+def test_a_default_ring_that_loses_less_goes_back(tmp_path: Path) -> None:
+    """Polled every 2 ms, 20 packets a tick: 16 slots drop some, the default's 256 none.
+    Compared both ways ("the same within 0.1 %") the lossy ring stayed; a default ring
+    that does better goes back (a review found plans shipping 64 and 128 slots that lost
+    packets in the DES where the default's lost none)."""
+    search = _search(tmp_path)
+    enc = search.encoding
+    lossy = NicSetting("passive_wait", poll_interval=2e-3, ring_slots=16)
+    fine = NicSetting("passive_wait", poll_interval=1e-3, ring_slots=256)
+    genes = [*enc.spaces[0].encode(lossy), *enc.spaces[1].encode(fine)]
+    (before,) = search.evaluate.run([enc.settings(genes)], "fast")
+    assert before[0].packets_dropped > 0
+    snapped = default_rings(search, genes)
+    assert enc.settings(snapped)[0] == replace(lossy, ring_slots=256)
+    (after,) = search.evaluate.run([enc.settings(snapped)], "fast")
+    assert after[0].packets_dropped == 0
+
+
 def test_rings_put_back_never_move_a_prediction_past_the_tie() -> None:
     """Random plans of rack.yaml (hosts of 2-4 NICs, rings put back NIC by NIC): every
-    transmission's throughput no lower, the rest within 0.1 % of the plan's own — each
-    step is compared with the plan, not with the step before (a review found rounds
-    adding up to 0.12 % when they were)."""
+    transmission's throughput within 0.1 % of the plan's own and never below the
+    default setting's, the rest no worse beyond 0.1 % or half a packet — each step is
+    compared with the plan, not with the step before (a review found rounds adding up to
+    0.12 % when they were)."""
     config = load_config(Path(__file__).resolve().parents[2] / "configs" / "rack.yaml")
     search = Search(config, Options(population=8, generations=1),
                     Evaluator(config, Encoding(config), "fast", 0, 200_000))
     genes = np.random.default_rng(0).uniform(0, 1, (40, search.encoding.size))
     snapped = np.array([default_rings(search, g.tolist()) for g in genes])
     before, after = search.evaluate(genes), search.evaluate(snapped)
-    assert np.all(after["throughput_bps"] >= before["throughput_bps"] * (1 - NOISE))
-    for key in SAME:
-        assert np.allclose(after[key], before[key], rtol=TIE, atol=0.0), key
+    thr = "throughput_bps"
+    assert np.all(after[thr] >= before[thr] * (1 - TIE))
+    floor = np.minimum(before[thr], search.baseline[thr][0])
+    assert np.all(after[thr] >= floor * (1 - NOISE))
+    # the rest no worse, unless the host's default rings lose fewer packets
+    lost = [m["packets_dropped"] + m["packets_stranded"] for m in (after, before)]
+    saves = np.zeros(lost[0].shape, dtype=bool)
+    for tcols in search.encoding.host_transmissions:
+        saves[:, tcols] = (lost[0][:, tcols] < lost[1][:, tcols] - 0.5).any(
+            axis=1, keepdims=True)
+    assert np.all(lost[0] <= lost[1] + 0.5)
+    for key in WORSE:
+        assert np.all(saves | (after[key] <= before[key] * (1 + TIE) + FLOOR.get(key, 0.0)))
     enc = search.encoding
     changed = [(a.ring_slots != b.ring_slots) for g, h in zip(genes, snapped, strict=True)
                for a, b in zip(enc.nic_settings(g), enc.nic_settings(h), strict=True)]
