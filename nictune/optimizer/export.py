@@ -211,8 +211,11 @@ def write_csvs(search: Search, directory: Path) -> None:
 
 
 def _describe(search: Search, genes: Sequence[float]) -> str:
+    """Each NIC's setting as the summary gives it: with its IRQ core and placement where
+    the host has several NICs (the core spread is the plan there; without it, front rows
+    that differ only in cores read the same and cannot be rebuilt)."""
     enc = search.encoding
-    return "; ".join(f"{sp.nic}: {st.describe()}" for sp, st in zip(
+    return "; ".join(f"{sp.nic}: {_setting(search.config, sp.nic, st)}" for sp, st in zip(
         enc.spaces, enc.nic_settings(list(genes)), strict=True))
 
 

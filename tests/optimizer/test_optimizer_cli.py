@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,6 +49,9 @@ def test_optimizer_cli_writes_every_output_and_a_loadable_plan(
     # the table's: they were three different headline numbers for one plan
     with (out / "pareto.csv").open() as fh:
         row = next(r for r in csv.DictReader(fh) if r["kind"] == "plan:throughput")
+    # a shared host's settings carry their IRQ core and placement there, as in the summary
+    assert re.search(r"s1: .* core=\d \w+; s2: .* core=\d \w+", row["settings"])
+    assert re.search(r"na: [^;]*ring=\d+;", row["settings"])  # (alone on its host: none)
     gain = 100 * (float(row["throughput_ratio"]) - 1)
     assert f"before any DES check (the progress line, plots and pareto.csv show these): " \
            f"throughput {gain:+.3f} %" in summary
