@@ -214,21 +214,21 @@ def _new_mappings(host: HostInventory, probe: HostProbe,
 
 
 def ensure_snapshot(host: HostInventory, probe: HostProbe, saved: Snapshot | None,
-                    current: dict[str, Any]) -> dict[str, Any]:
-    """The original knob values; the first deploy saves them, later ones only add knobs
-    (and NIC mappings) the snapshot lacks (their current value is still the pre-nictune
-    one). `saved` is the snapshot as read (and checked by `snapshot_mismatch`)."""
+                    current: dict[str, Any]) -> None:
+    """Save the original knob values (`merge_snapshot`): the first deploy saves them,
+    later ones only add knobs (and NIC mappings) the snapshot lacks (their current value
+    is still the pre-nictune one). `saved` is the snapshot as read (and checked by
+    `snapshot_mismatch`)."""
     knobs = merge_snapshot(saved, current)
     added = _new_mappings(host, probe, saved)
     if saved is not None and knobs == saved.knobs and not added:
-        return knobs
+        return
     doc = saved.doc if saved else {"host": host.name, "address": host.address,
                                    "taken": _now()}
     doc = {**doc, "nictune_snapshot": SNAPSHOT_FORMAT, "knobs": knobs,
            "nics": {**(saved.nics if saved else {}), **added}}
     atomic_write(snapshot_path(host.state_dir, host.name),
                  json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    return knobs
 
 
 def snapshot_mismatch(saved: Snapshot | None, host: HostInventory, probe: HostProbe,
@@ -776,10 +776,12 @@ def apply_host(conn: Connection, host: HostInventory, settings: dict[str, NicSet
         return HostResult(host.name, "failed", False, notes=notes, error=f"no such interface: "
                           f"{', '.join(gone)}", seconds=time.monotonic() - started)
     current = read_knobs(probe)
-    original = merge_snapshot(saved, current) if opts.dry_run else \
-        ensure_snapshot(host, probe, saved, current)
-    ctx = HostContext(host, probe, original, dict(settings))
+    ctx = HostContext(host, probe, merge_snapshot(saved, current), dict(settings))
     changes, found = plan_changes(ctx, current)
+    if not opts.dry_run and (opts.allow_mgmt_iface or not _mgmt_refusal(ctx, changes)):
+        # (saved before any change; not by a deploy the guard refuses, which changes
+        # nothing: its snapshot stood for "the original" at the next deploy)
+        ensure_snapshot(host, probe, saved, current)
     result = _transact(conn, ctx, changes, notes + found, opts, "apply", started)
     if saved is None and result.status == "restored" and result.restore_verified:
         # the snapshot this deploy took, and its own change undone and verified: kept, it

@@ -370,6 +370,18 @@ def test_a_first_deploy_that_undid_itself_leaves_its_snapshot_archived(
     assert snapshot(host) == before
 
 
+def test_a_first_deploy_the_management_guard_refuses_saves_no_snapshot(
+        fake: FakeHost) -> None:
+    """A ring change on the interface the SSH session uses is refused, nothing changes:
+    the snapshot it wrote stood for "the original" at the next deploy (a review's case)."""
+    fake.devices["eth0"] = Device("0000:00:19.0", {"rx-usecs": 0, "rx-frames": 1,
+                                                   "adaptive-rx": False}, 2048)
+    host = fake.inventory({"nic-1": "eth0"})
+    result = deploy(host, {"nic-1": replace(SETTING, ring_slots=1024)})
+    assert result.status == "refused" and "allow-mgmt-iface" in result.error
+    assert not snapshot_path(host.state_dir, host.name).exists()
+
+
 def test_a_snapshot_nested_past_python_s_limit_is_corrupt_not_a_recursion_error(
         fake: FakeHost) -> None:
     host = fake.inventory({"nic-1": "eth1"})
