@@ -228,3 +228,20 @@ def test_the_summary_shows_each_shared_cores_load(search: Search) -> None:
     share = 100 * 100 / (out.optimized[2].packets_offered + out.optimized[3].packets_offered)
     text = table(search.config, lossy, "fast").split("CPU per IRQ core")[1]
     assert f" | c, d: {c_cpu:.3g} % + 1 busy-polling, {share:.2g} % dropped |" in text
+
+
+def test_one_packet_transfers_stay_out_of_the_mean_improvement(search: Search) -> None:
+    """A one-packet transfer's throughput is its size over its latency: one 64-byte
+    transfer once made the summary's mean +26 million %."""
+    out = outcome(search, "throughput", "none")
+    config = search.config
+    first = config.transmissions[0]
+    one = replace(config, transmissions=[replace(first, size=first.packet_size),
+                                         *config.transmissions[1:]])
+    text = table(one, out, "fast")
+    assert "; 1 one-packet transfers left out)" in text
+    gains = [100 * (o.throughput_bps / d.throughput_bps - 1)
+             for d, o in zip(out.default[1:], out.optimized[1:], strict=True)]
+    shown = float(text.split("Mean throughput improvement: ")[1].split(" %")[0])
+    assert shown == pytest.approx(np.mean([g if abs(g) >= 5e-7 else 0.0 for g in gains]),
+                                  abs=1e-3)
