@@ -26,6 +26,13 @@ FAKE_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\nnot a real key\n"
             "-----END OPENSSH PRIVATE KEY-----\n")
 
 
+def interrupted(hosts: list[HostInventory], one: Any, workers: int) -> GroupResult[Any]:
+    """What `run_group` carries out of the Ctrl-C that `one` sends."""
+    with pytest.raises(GroupInterrupted) as stop:
+        run_group(hosts, one, workers=workers)
+    return stop.value.result
+
+
 def test_ctrl_c_keeps_what_finished_and_starts_nothing_more() -> None:
     hosts = [HostInventory(f"h{i}", "192.0.2.1") for i in range(4)]
     ran: list[str] = []
@@ -38,9 +45,7 @@ def test_ctrl_c_keeps_what_finished_and_starts_nothing_more() -> None:
         return host.name
 
     assert threading.current_thread() is threading.main_thread()
-    with pytest.raises(GroupInterrupted) as stop:
-        run_group(hosts, one, workers=1)
-    group = stop.value.result
+    group = interrupted(hosts, one, 1)
     assert list(group.outcomes) == ["h0", "h1"] and group.succeeded == ["h0", "h1"]
     assert group.not_started == ["h2", "h3"] and ran == ["h0", "h1"]
     assert not group.ok and group.to_json()["not_started"] == ["h2", "h3"]
@@ -57,9 +62,7 @@ def test_ctrl_c_after_every_host_started_is_still_not_ok() -> None:
         time.sleep(0.3)
         return host.name
 
-    with pytest.raises(GroupInterrupted) as stop:
-        run_group(hosts, one, workers=4)
-    group = stop.value.result
+    group = interrupted(hosts, one, 4)
     assert group.succeeded == ["h0", "h1"] and group.not_started == []
     assert not group.ok
     assert group.to_json() == {"ok": False, "succeeded": ["h0", "h1"], "failed": {},
@@ -81,9 +84,7 @@ def test_ctrl_c_again_while_the_running_hosts_finish_is_ignored(
             time.sleep(0.3)
         return host.name
 
-    with pytest.raises(GroupInterrupted) as stop:
-        run_group(hosts, one, workers=1)
-    group = stop.value.result
+    group = interrupted(hosts, one, 1)
     assert group.succeeded == ["h0"] and group.not_started == ["h1", "h2"]
     assert "Ctrl-C again is ignored" in capsys.readouterr().err
 
