@@ -318,6 +318,12 @@ class TimerRestore:
         return code + (f": {self.log}" if self.log else "")
 
 
+# the timer process $p (watchdog.pid) is alive and is the one of arming TOKEN: its command
+# line carries the token (PIDs are reused; lab hosts share one PID namespace)
+ALIVE = ('[ -n "$p" ] && tr \'\\0\' \'\\n\' < "/proc/$p/cmdline" 2>/dev/null '
+         '| grep -qxF "{token}"')
+
+
 class Watchdog:
     """The on-host timer that runs the restore script unless disarmed in time.
 
@@ -399,8 +405,7 @@ class Watchdog:
     STATE = ('a=$(cat "$d/armed" 2>/dev/null); p=$(cat "$d/watchdog.pid" 2>/dev/null); '
              'if [ -z "$a" ]; then if [ -e "$d/fired" ]; then s=fired; else s=none; fi; '
              'elif [ "$a" != "$(cat "$d/applying" 2>/dev/null)" ]; then s=verified; '
-             'elif [ -n "$p" ] && tr \'\\0\' \'\\n\' < "/proc/$p/cmdline" 2>/dev/null '
-             '| grep -qxF "$a"; then s=unverified; else s=stale; fi; ')
+             f'elif {ALIVE.format(token="$a")}; then s=unverified; else s=stale; fi; ')
 
     def disarm(self, token: str = "", verified: bool = False, stale: bool = False) -> str:
         """`disarmed` (we won), `fired` (the timer restored first) or `none`. With `token`
@@ -420,8 +425,7 @@ class Watchdog:
         res = self.conn.run(
             f"d={d}; {state}if {mine}mv \"$d/armed\" \"$d/disarmed\" 2>/dev/null; then "
             "t=$(cat \"$d/disarmed\"); p=$(cat \"$d/watchdog.pid\" 2>/dev/null); "
-            "if [ -n \"$t\" ] && [ -n \"$p\" ] && tr '\\0' '\\n' < \"/proc/$p/cmdline\" "
-            "2>/dev/null | grep -qxF \"$t\"; then "
+            f"if [ -n \"$t\" ] && {ALIVE.format(token='$t')}; then "
             "pkill -P \"$p\" 2>/dev/null; kill \"$p\" 2>/dev/null; fi; "
             f"echo disarmed; elif {fired}; then echo fired; "
             f"elif [ -e \"$d/armed\" ]; then echo {other}; else echo none; fi",
