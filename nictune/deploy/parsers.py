@@ -390,6 +390,14 @@ def is_count(text: str) -> bool:
     return re.fullmatch(r"[0-9]+", text) is not None
 
 
+def count(text: str, where: str, error: type[Exception] = ParseError) -> int:
+    """`text` as a count (ASCII digits only: `-1`, `+5` or `1_000` are garbled output);
+    anything else raises `error` naming `where`."""
+    if not is_count(text):
+        raise error(f"{where}: expected a count, got {text[:40]!r}")
+    return int(text)
+
+
 def cpu_list(text: str) -> list[int]:
     """`0-3,6` -> [0, 1, 2, 3, 6] (smp_affinity_list format); CPUs up to MAX_CPUS. An
     empty list or part (`''`, `1,,2`) is refused: the kernel prints neither."""

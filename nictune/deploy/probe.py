@@ -202,11 +202,7 @@ def _count(text: str | None, what: str) -> int | None:
     sysctl is missing), else digits only — `-1`, `+5` or `1_000` are garbled output, not a
     value to save in a snapshot and write back."""
     text = (text or "").strip()
-    if not text:
-        return None
-    if not parsers.is_count(text):
-        raise parsers.ParseError(f"probe output: {what}={text[:40]!r} is not a count")
-    return int(text)
+    return parsers.count(text, f"probe output: {what}") if text else None
 
 
 def _file(body: str, what: str) -> str | None:

@@ -16,7 +16,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from nictune.deploy.parsers import cpu_columns, is_count
+from nictune.deploy.parsers import count, cpu_columns, is_count
 from nictune.errors import RunError
 
 NET_DEV_FIELDS = ("rx_bytes", "rx_packets", "rx_errs", "rx_drop", "rx_fifo", "rx_frame")
@@ -30,9 +30,7 @@ _DIRECTION = re.compile(r"(?:^|[._-])([rt]x)\d*(?=$|[._-])", re.I)
 
 def _count(token: str, where: str) -> int:
     """A counter's value; anything else is a malformed snapshot (a one-line RunError)."""
-    if not is_count(token):
-        raise RunError(f"{where}: expected a count, got {token[:40]!r}")
-    return int(token)
+    return count(token, where, RunError)
 
 
 def _increase(after: list[int], before: list[int]) -> int:

@@ -280,7 +280,8 @@ def test_a_rollbacks_read_back_is_exact(mlx5: HostProbe,
     ("smp_affinity_list:0-11", "smp_affinity_list:abc", "CPU list"),
     ("@@section nic nic-1", "@@section nic nic-9", "does not name"),
     # a knob's value that is not digits: garbled, never saved in a snapshot and written back
-    ("gro_flush_timeout=0", "gro_flush_timeout=-1", "gro_flush_timeout='-1' is not a count"),
+    ("gro_flush_timeout=0", "gro_flush_timeout=-1",
+     "gro_flush_timeout: expected a count, got '-1'"),
     # /proc/interrupts that `cat` could not print, or garbage: not "the NIC has no IRQs"
     ("@@section interrupts\n", "@@section interrupts\n@@section unread\n",
      "/proc/interrupts unreadable"),
