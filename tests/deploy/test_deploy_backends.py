@@ -153,6 +153,26 @@ def test_veth_reports_unsupported_with_fallbacks(shared: Path) -> None:
     assert "min_num_slots" in fallbacks["ring"]
 
 
+def test_veth_says_when_its_napi_knobs_are_bypassed(shared: Path, mlx5: HostProbe) -> None:
+    """A veth's NAPI takes only packets from a peer without TSO, or a local socket's
+    with rx-udp-gro-forwarding or rx-gro-list on: with veth's defaults the fallback
+    gro_flush_timeout is written but bypassed (docs/deploy.md), and deploy says so."""
+    setting = NicSetting("passive_wait", poll_interval=0.001)
+
+    def warning(probe: HostProbe) -> str:
+        _, notes = planned(probe, setting)
+        return " ".join(n.detail for n in notes if (n.backend, n.kind) == ("napi", "warning"))
+
+    assert "both off: a peer with TSO on" in warning(parse_probe(HOST, probe_text(shared,
+                                                                                  veth=True)))
+    text = probe_text(shared, veth=True).replace(
+        "@@section text-k nic-1\nnetlink error: Operation not supported",
+        "@@section text-k nic-1\nFeatures for veth0:\ngeneric-receive-offload: on\n"
+        "rx-udp-gro-forwarding: on\nrx-gro-list: off")
+    assert "(rx-udp-gro-forwarding on)" in warning(parse_probe(HOST, text))
+    assert warning(mlx5) == ""
+
+
 def test_gro_held_by_another_feature_is_left_alone(shared: Path) -> None:
     text = probe_text(shared)
     line = next(x for x in text.splitlines() if x.startswith("generic-receive-offload:"))

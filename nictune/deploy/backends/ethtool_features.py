@@ -1,9 +1,9 @@
 """Offload features (`ethtool -K`): GRO is switched on where the NAPI knobs carry the
 setting (passive_wait's gro_flush_timeout only acts with GRO; on veth, GRO also turns
-NAPI on) and for busy_poll (needs NAPI); otherwise GRO keeps its original state. A GRO
-whose active state is not the requested one (`off [requested on]`: another feature holds
-it) is left alone: `ethtool -K` would change only the request, and a restore would put
-back the wrong one."""
+NAPI on, for the packets it takes: napi_sysfs.veth_bypass) and for busy_poll (needs
+NAPI); otherwise GRO keeps its original state. A GRO whose active state is not the
+requested one (`off [requested on]`: another feature holds it) is left alone: `ethtool
+-K` would change only the request, and a restore would put back the wrong one."""
 
 from __future__ import annotations
 
