@@ -2,18 +2,22 @@
 
 Each benchmark is a script with a `main()` that prints its own table; this runs them one
 after another in fresh interpreters (so one's memory or threads do not skew the next) and
-stops with exit 1 if any fails. `--only NAME ...` runs a subset.
+stops with exit 1 if any fails. `--only NAME ...` runs a subset (`make bench
+BENCH_ARGS="--only bench_des"`). A benchmark that cannot run here (not root, no hping3)
+prints `skipped: why` and exits 0; the last line names those, which measured nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+SKIPPED = re.compile(r"^(?:\w+: )?skipped: ")  # a benchmark that could not run here
 
 
 def benchmarks() -> list[Path]:
@@ -29,14 +33,23 @@ def main() -> int:
     if not chosen:
         print(f"no benchmark matches {args.only}", file=sys.stderr)
         return 2
-    failed = []
+    failed, skipped = [], []
     for bench in chosen:
         print(f"\n=== {bench.name}", flush=True)
         started = time.perf_counter()
-        rc = subprocess.call([sys.executable, str(bench)])
+        with subprocess.Popen([sys.executable, str(bench)], stdout=subprocess.PIPE,
+                              text=True, bufsize=1) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                print(line, end="", flush=True)
+                if SKIPPED.match(line):
+                    skipped.append(f"{bench.name} ({line.split('skipped: ', 1)[1].strip()})")
+        rc = proc.returncode
         print(f"=== {bench.name}: exit {rc} in {time.perf_counter() - started:.1f} s", flush=True)
         if rc:
             failed.append(bench.name)
+    if skipped:
+        print(f"skipped, nothing measured: {'; '.join(skipped)}", file=sys.stderr)
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
         return 1

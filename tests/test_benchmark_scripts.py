@@ -267,3 +267,27 @@ def test_fidelity_scripts_refuse_bad_options_before_running(
         importlib.import_module(script).main(argv)
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_run_all_names_the_benchmarks_that_measured_nothing(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """`make bench` as a user without root or hping3: the skipped benchmarks exit 0, and
+    the last line says they measured nothing (a failure still exits 1)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    run_all = importlib.import_module("run_all")
+    scripts = {"bench_a.py": "print('bench_a: skipped: no root')",
+               "bench_b.py": "print('1.5 M/s')",
+               "bench_c.py": "print('skipped: hping3 is not installed')"}
+    for name, body in scripts.items():
+        (tmp_path / name).write_text(body + "\n")
+    monkeypatch.setattr(run_all, "benchmarks", lambda: sorted(tmp_path.glob("bench_*.py")))
+    monkeypatch.setattr("sys.argv", ["run_all.py"])
+    assert run_all.main() == 0
+    out, err = capsys.readouterr()
+    assert "1.5 M/s" in out and "=== bench_b.py: exit 0" in out
+    assert err.strip() == ("skipped, nothing measured: bench_a.py (no root); "
+                           "bench_c.py (hping3 is not installed)")
+    (tmp_path / "bench_b.py").write_text("raise SystemExit(3)\n")
+    assert run_all.main() == 1
+    assert "failed: bench_b.py" in capsys.readouterr().err

@@ -51,7 +51,7 @@ def _lab_down(args: argparse.Namespace) -> int:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inventory", required=True, help="inventory.yaml (docs/deploy.md, Inventory)")
     p.add_argument("--hosts", nargs="+", action="extend", metavar="HOST",
-                   help="only these inventory hosts (given twice: both lists)")
+                   help="only these inventory hosts (default: all; given twice: both lists)")
     p.add_argument("--trust-on-first-use", action="store_true",
                    help="accept and record unknown host keys (changed keys are always refused)")
     p.add_argument("--workers", type=int, default=16, help="hosts handled at once (default 16)")
@@ -71,7 +71,8 @@ def register_hosts(sub: argparse._SubParsersAction) -> None:
     _common(p)
     p.add_argument("--dry-run", action="store_true", help="print the changes, touch nothing")
     p.add_argument("--confirm-timeout", type=_SECONDS, metavar="S",
-                   help="restore automatically after S seconds unless `deploy --confirm`")
+                   help="restore automatically after S seconds unless `deploy --confirm` "
+                        "(default: off, the change stays)")
     p.add_argument("--confirm", action="store_true",
                    help="confirm a --confirm-timeout deploy (keeps the change)")
     p.add_argument("--allow-mgmt-iface", action="store_true",
