@@ -69,9 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# commands that change hosts: SIGTERM (a service manager, `timeout`) cleans up as Ctrl-C
-# does — hosts restored, results printed — instead of ending with a host left tuned
-HOST_COMMANDS = ("probe", "deploy", "rollback", "validate", "calibrate")
+# commands that change hosts (or build the lab's): SIGTERM (a service manager, `timeout`)
+# cleans up as Ctrl-C does — hosts restored, results printed, a half-built lab torn down —
+# instead of ending with a host left tuned
+HOST_COMMANDS = ("probe", "deploy", "rollback", "validate", "calibrate", "lab")
 
 
 class _Terminated:

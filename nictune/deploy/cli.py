@@ -24,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.set_defaults(func=_lab_up)
     down = lab_sub.add_parser("down", help="remove everything `lab up` made")
     down.add_argument("--dir", default="nictune-lab", help="lab directory (default nictune-lab)")
+    down.add_argument("--prefix", help="lab id: remove its namespaces and what runs in them "
+                                       "without a lab directory (one deleted or unknown)")
     down.set_defaults(func=_lab_down)
     register_hosts(sub)
 
@@ -43,7 +45,8 @@ def _lab_up(args: argparse.Namespace) -> int:
 
 
 def _lab_down(args: argparse.Namespace) -> int:
-    removed = lab.lab_down(Path(args.dir))
+    removed = (lab.lab_down_prefix(args.prefix) if args.prefix is not None
+               else lab.lab_down(Path(args.dir)))
     print(f"lab down: removed {len(removed)} items")
     return 0
 

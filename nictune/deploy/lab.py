@@ -42,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from nictune.deploy.inventory import REMOTE_PATH
 from nictune.errors import InputError, RunError
 from nictune.model import NicSetting
 from nictune.plan import Plan, PlanEntry, save_plan
@@ -92,6 +93,7 @@ class Lab:
     id: str
     hosts: list[LabHost]
     links: list[LabLink]
+    made: list[str] = field(default_factory=list)  # namespaces this lab added (`down` deletes)
 
     @property
     def mgmt_netns(self) -> str:
@@ -113,6 +115,9 @@ class Lab:
     @property
     def key_file(self) -> Path:
         return self.dir / "id_ed25519"
+
+    def netns_names(self) -> list[str]:
+        return [h.netns for h in self.hosts] + [self.mgmt_netns]
 
     def host(self, name: str) -> LabHost:
         for h in self.hosts:
@@ -157,7 +162,7 @@ class Lab:
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "dir": str(self.dir), "hosts": [asdict(h) for h in self.hosts],
-                "links": [asdict(x) for x in self.links]}
+                "links": [asdict(x) for x in self.links], "made": list(self.made)}
 
     def _save(self) -> None:
         _write(self.dir / STATE, json.dumps(self.to_json(), indent=2) + "\n")
@@ -168,7 +173,10 @@ class Lab:
 
 def _run(argv: Sequence[str], timeout: float = 30.0,
          check: bool = True) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+    try:
+        res = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RunError(f"lab: {' '.join(argv)} did not end within {timeout:.0f} s") from None
     if check and res.returncode != 0:
         raise RunError(f"lab: {' '.join(argv)} failed: {res.stderr.strip() or res.returncode}")
     return res
@@ -310,41 +318,59 @@ def lab_up(directory: str | Path, hosts: int = 3, prefix: str | None = None) -> 
                          f"receiver), got {hosts}")
     directory = Path(directory).resolve()
     ident = lab_id(directory, prefix)
+    if not REMOTE_PATH.match(str(directory)):  # (the inventory's `root:` rule)
+        raise InputError(f"lab: --dir: {str(directory)!r} has a character other than "
+                         "A-Z a-z 0-9 _ . / - (the hosts' roots in the inventory could not "
+                         "name it)")
     check_lab_possible()
-    directory.mkdir(parents=True, exist_ok=True)
     if (directory / STATE).exists():
         raise InputError(f"lab: {directory} already holds a lab; run `nictune lab down "
                          f"--dir {directory}` first")
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise InputError(f"lab: --dir: {directory} is not an empty directory (the lab "
+                         "writes keys, an inventory and hosts' files there, and `lab down` "
+                         "removes them): give a new or empty one")
     names = ["sender"] + [f"rx{k}" for k in range(1, hosts)]
     existing = set(_run(["ip", "netns", "list"]).stdout.split())
     clash = [f"nt{ident}-{n}" for n in [*names, "mgmt"] if f"nt{ident}-{n}" in existing]
     if clash:
         raise InputError(f"lab: namespace {clash[0]} exists already (lab id {ident} in use); "
                          "use another --dir or --prefix, or `nictune lab down` the old one")
+    directory.mkdir(parents=True, exist_ok=True)
     a = _octet(ident)
     lab = Lab(directory, ident, [], [])
     for i, name in enumerate(names):
         root = directory / "hosts" / name / "root"
         lab.hosts.append(LabHost(name, f"nt{ident}-{name}", f"10.{a}.0.{i + 1}", str(root),
                                  sshd_config=str(directory / "hosts" / name / "sshd_config")))
-    lab._save()  # from here on `lab down` can clean up whatever exists
+    lab._save()  # from here on `lab down` can clean up whatever this lab made
     try:
         _build(lab, a)
-    except BaseException:
+    except BaseException as exc:
         lab_down(directory)
+        if isinstance(exc, OSError):  # (a file the lab could not write)
+            raise RunError(f"lab: {exc}") from None
         raise
     return lab
+
+
+def _add_netns(lab: Lab, netns: str) -> None:
+    """`ip netns add`, recorded once made: a failed `up` deletes only what it added (a
+    namespace of the same name another lab made in the meantime stays)."""
+    _run(["ip", "netns", "add", netns])
+    lab.made.append(netns)
+    lab._save()
 
 
 def _build(lab: Lab, a: int) -> None:
     d = lab.dir
     sender = lab.hosts[0]
     mgmt, client = lab.mgmt_netns, f"10.{a}.0.254"
-    _run(["ip", "netns", "add", mgmt])
+    _add_netns(lab, mgmt)
     _run(["ip", "-n", mgmt, "link", "set", "lo", "up"])
     _run(["ip", "-n", mgmt, "addr", "add", f"{client}/32", "dev", "lo"])
     for h in lab.hosts:
-        _run(["ip", "netns", "add", h.netns])
+        _add_netns(lab, h.netns)
         ns = ["ip", "-n", h.netns]
         _run([*ns, "link", "set", "lo", "up"])
         peer = f"m-{h.name}"
@@ -426,6 +452,8 @@ def load_lab(directory: str | Path) -> Lab:
         raw = json.loads((directory / STATE).read_text())
         lab = Lab(directory, raw["id"], [LabHost(**h) for h in raw["hosts"]],
                   [LabLink(**x) for x in raw["links"]])
+        # (a lab.json of an earlier nictune has no "made": all its names are its own)
+        lab.made = raw["made"] if "made" in raw else [*lab.netns_names()]
     except (OSError, ValueError, RecursionError, KeyError, TypeError):
         raise InputError(f"lab: no lab in {directory} ({STATE} missing or unreadable)") \
             from None
@@ -434,22 +462,19 @@ def load_lab(directory: str | Path) -> Lab:
     ours = isinstance(lab.id, str) and PREFIX.match(lab.id) and all(
         isinstance(h.name, str) and LAB_HOST.match(h.name)
         and h.netns == f"nt{lab.id}-{h.name}" and type(h.sshd_pid) is int
-        for h in lab.hosts)
+        for h in lab.hosts) and isinstance(lab.made, list) and all(
+        isinstance(n, str) and n in lab.netns_names() for n in lab.made)
     if not ours:
         raise InputError(f"lab: {directory / STATE} names namespaces or processes that are "
                          "not a lab's own; not touching them")
     return lab
 
 
-def lab_down(directory: str | Path) -> list[str]:
-    """Tear the lab down; returns what was removed. Only its own processes are killed."""
-    lab = load_lab(directory)
-    removed: list[str] = []
+def _delete_netns(names: list[str]) -> list[str]:
+    """Kill what runs in these namespaces and delete them; returns what was removed."""
     existing = set(_run(["ip", "netns", "list"]).stdout.split())
-    for h in lab.hosts:
-        if h.sshd_pid and _in_netns(h.sshd_pid, h.netns):
-            _stop(h.sshd_pid)
-    for netns in [h.netns for h in lab.hosts] + [lab.mgmt_netns]:
+    removed = []
+    for netns in names:
         if netns in existing:
             # Anything still inside our namespace was started through our sshd
             # (sessions, on-host restore timers): ours to stop.
@@ -462,6 +487,28 @@ def lab_down(directory: str | Path) -> list[str]:
                 time.sleep(0.02)
             _run(["ip", "netns", "del", netns], check=False)
             removed.append(f"netns {netns}")
+    return removed
+
+
+def lab_down_prefix(ident: str) -> list[str]:
+    """Tear down the namespaces of lab `ident` (nt<id>-sender, -rxK, -mgmt) and what runs
+    in them, without its directory (gone, or unknown); returns what was removed."""
+    if not PREFIX.match(ident):
+        raise InputError(f"lab: --prefix: expected 1-8 of a-z 0-9, got {ident!r}")
+    own = re.compile(rf"^nt{ident}-(?:sender|rx[1-9][0-9]{{0,2}}|mgmt)\Z")
+    names = [n for n in _run(["ip", "netns", "list"]).stdout.split() if own.match(n)]
+    if not names:
+        raise InputError(f"lab: no namespace of lab {ident} (nt{ident}-…) exists")
+    return _delete_netns(sorted(names, key=lambda n: n.endswith("-mgmt")))
+
+
+def lab_down(directory: str | Path) -> list[str]:
+    """Tear the lab down; returns what was removed. Only its own processes are killed."""
+    lab = load_lab(directory)
+    for h in lab.hosts:
+        if h.sshd_pid and h.netns in lab.made and _in_netns(h.sshd_pid, h.netns):
+            _stop(h.sshd_pid)
+    removed = _delete_netns(lab.made)
     d = lab.dir
     for name in ("inventory.yaml", "config.yaml", "known_hosts", "id_ed25519",
                  "id_ed25519.pub", "authorized_keys", STATE):

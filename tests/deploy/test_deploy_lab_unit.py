@@ -87,3 +87,32 @@ def test_lab_id_is_stable_and_distinct(tmp_path: Path) -> None:
     assert lab.lab_id(tmp_path / "a") == lab.lab_id(tmp_path / "a")
     assert lab.lab_id(tmp_path / "a") != lab.lab_id(tmp_path / "b")
     assert lab.lab_id(tmp_path, "x1") == "x1"
+
+
+def test_a_directory_in_use_or_unnameable_is_refused(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """`lab up` wrote its keys and inventory over a non-empty --dir and `lab down` then
+    deleted them with it (a review lost a real host's snapshot in DIR/.nictune), and a
+    --dir the inventory cannot name (`+`, a space) was built and then unusable."""
+    if lab.os.geteuid() != 0:
+        pytest.skip("the root check comes first")
+    used = tmp_path / "used"
+    (used / ".nictune").mkdir(parents=True)
+    (used / ".nictune" / "db1.json").write_text("real\n")
+    (used / "inventory.yaml").write_text("hosts: {db1: {address: 10.1.1.1}}\n")
+    assert main(["lab", "up", "--dir", str(used), "--prefix", "zq1"]) == 2
+    assert "is not an empty directory" in capsys.readouterr().err
+    assert (used / "inventory.yaml").read_text() == "hosts: {db1: {address: 10.1.1.1}}\n"
+    assert (used / ".nictune" / "db1.json").read_text() == "real\n"
+    for bad in ("a+lab", "my lab"):
+        assert main(["lab", "up", "--dir", str(tmp_path / bad), "--prefix", "zq1"]) == 2
+        assert "has a character other than" in capsys.readouterr().err
+        assert not (tmp_path / bad).exists()
+
+
+def test_lab_down_by_prefix_checks_the_id(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lab", "down", "--prefix", "Bad-1"]) == 2
+    assert "--prefix: expected 1-8 of a-z 0-9" in capsys.readouterr().err
+    if lab.os.geteuid() == 0:
+        assert main(["lab", "down", "--prefix", "zq9none"]) == 2
+        assert "no namespace of lab zq9none" in capsys.readouterr().err

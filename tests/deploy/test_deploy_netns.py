@@ -7,7 +7,9 @@ and leaves the lab as it found it.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -19,10 +21,12 @@ import pytest
 import yaml
 
 from nictune.cli import main
+from nictune.deploy import lab as lab_module
 from nictune.deploy.inventory import load_inventory
 from nictune.deploy.lab import Lab, lab_hosts, process_alive
 from nictune.deploy.transaction import Options, apply_host, snapshot_path
 from nictune.deploy.transport import CommandTimeout, Connection, HostError
+from nictune.errors import RunError
 from nictune.model import NicSetting, load_config
 
 pytestmark = pytest.mark.netns
@@ -380,6 +384,73 @@ def test_second_lab_and_teardown(lab: Lab, tmp_path: Path) -> None:
     assert not any(process_alive(p) for p in pids)
     assert not (tmp_path / "other" / "inventory.yaml").exists()
     assert all(Path(f"/proc/{h.sshd_pid}").exists() for h in lab.hosts)  # ours untouched
+
+
+def netns_of(ident: str) -> list[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [w for w in listed.split() if w.startswith(f"nt{ident}-")]
+
+
+def test_a_failed_up_leaves_a_lab_of_the_same_id_alone(
+        lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Two `lab up` of one id racing past the clash check: the loser's clean-up deleted
+    every nt<id>-* namespace and killed the winner's sshds (a review). It now deletes
+    only the namespaces it added. And a refused `up` leaves no new directory."""
+    assert main(["lab", "up", "--dir", str(tmp_path / "new"), "--prefix", lab.id]) == 2
+    assert "exists already" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+    before = sorted(netns_of(lab.id))
+    real = lab_module._run
+    first = [True]
+
+    def racing(argv: Any, *args: Any, **kwargs: Any) -> Any:
+        if list(argv) == ["ip", "netns", "list"] and first[0]:  # the other up not seen yet
+            first[0] = False
+            return subprocess.CompletedProcess(argv, 0, "", "")
+        return real(argv, *args, **kwargs)
+
+    monkeypatch.setattr(lab_module, "_run", racing)
+    with pytest.raises(RunError, match="File exists"):
+        lab_module.lab_up(tmp_path / "twin", prefix=lab.id)
+    monkeypatch.setattr(lab_module, "_run", real)
+    assert sorted(netns_of(lab.id)) == before
+    assert all(process_alive(h.sshd_pid) for h in lab.hosts)
+    assert not (tmp_path / "twin" / "lab.json").exists()
+
+
+def test_sigterm_during_lab_up_tears_it_down(tmp_path: Path) -> None:
+    """`lab` now handles SIGTERM as Ctrl-C: a half-built lab is torn down (it left
+    namespaces and sshds running, rc 143 without a word)."""
+    ident = f"sg{os.getpid() % 100000}"
+    d = tmp_path / "lab"
+    proc = subprocess.Popen([sys.executable, "-m", "nictune", "lab", "up", "--hosts", "8",
+                             "--prefix", ident, "--dir", str(d)], stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        wait_for(lambda: (d / "lab.json").exists()
+                 and len(json.loads((d / "lab.json").read_text() or "{}").get("made", [])) >= 3,
+                 20, "the lab half built")
+    except (AssertionError, ValueError):
+        proc.kill()
+        raise
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "terminated (SIGTERM)" in err, err
+    assert netns_of(ident) == [] and not (d / "lab.json").exists()
+
+
+def test_lab_down_by_prefix_when_its_directory_is_gone(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    ident = f"pf{os.getpid() % 100000}"
+    made = lab_module.lab_up(tmp_path / "gone", hosts=2, prefix=ident)
+    pids = [h.sshd_pid for h in made.hosts]
+    shutil.rmtree(tmp_path / "gone")
+    assert main(["lab", "down", "--dir", str(tmp_path / "gone")]) == 2
+    assert main(["lab", "down", "--prefix", ident]) == 0
+    assert "removed 3 items" in capsys.readouterr().out
+    assert netns_of(ident) == [] and not any(process_alive(p) for p in pids)
 
 
 def test_transport_output_timeout_and_sudo(lab: Lab) -> None:
