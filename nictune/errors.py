@@ -63,13 +63,21 @@ _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int",
                                  _UniqueKeyLoader.construct_bounded_int)
 
 
+MAX_YAML_BYTES = 64 << 20  # configs, plans and inventories are far smaller
+
+
 def read_yaml(path: Path, what: str, error: type[InputError] = InputError) -> Any:
     """A YAML file's document; an unreadable file or bad YAML raises `error` with one line
     naming the file (and the line of the YAML problem). `what` says which file it was
     meant to be (`plan`, `inventory`, or where a config referred to it). Duplicate keys
     are bad YAML here."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        with open(path, "rb") as fh:  # (read to a bound: `/dev/zero` filled the memory)
+            data = fh.read(MAX_YAML_BYTES + 1)
+        if len(data) > MAX_YAML_BYTES:
+            raise error(f"{what}: {path} is larger than {MAX_YAML_BYTES >> 20} MiB: not a "
+                        "file nictune reads")
+        text = data.decode("utf-8")
     except OSError as exc:
         raise error(f"{what}: cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:

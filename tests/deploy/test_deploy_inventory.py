@@ -239,6 +239,13 @@ def test_unreadable_inventories_are_one_line_errors(tmp_path: Path, text: bytes,
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_an_endless_file_is_refused_not_read(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--inventory /dev/zero` read until the machine ran out of memory (a review: the
+    OOM killer at 24 GB); configs and plans are read the same way."""
+    code, err, _ = run_cli(["probe", "--inventory", "/dev/zero"], capsys)
+    assert code == 2 and "/dev/zero is larger than 64 MiB" in err, err
+
+
 @pytest.mark.parametrize("args", [
     ["rollback", "--guard-timeout", "nan"], ["rollback", "--guard-timeout", "0"],
     ["validate", "PLAN", "--sender", "rx1", "--duration", "inf"],
