@@ -122,6 +122,14 @@ def _known_hosts_error(exc: Exception) -> str:
     return _reason(exc)
 
 
+def _short(line: str) -> str:
+    """A command for a message: its first line, at most 80 characters (the probe's script
+    is dozens of lines)."""
+    first = line.strip().splitlines()[0] if line.strip() else ""
+    more = len(first) > 80 or first != line.strip()
+    return repr(first[:80] + ("…" if more else ""))
+
+
 def _reason(exc: BaseException) -> str:
     """An OS or SSH error in a few words: its strerror, message or type."""
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
@@ -135,9 +143,13 @@ class _TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
                          key: paramiko.PKey) -> None:
+        try:
+            with open(self.path, "a") as fh:
+                fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+        except OSError as exc:  # (refused: a key that cannot be recorded is not trusted)
+            raise paramiko.SSHException(f"cannot record the host key in {self.path}: "
+                                        f"{_reason(exc)}") from None
         client.get_host_keys().add(hostname, key.get_name(), key)
-        with open(self.path, "a") as fh:
-            fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
 
 
 class Connection:
@@ -189,6 +201,10 @@ class Connection:
             if isinstance(exc, paramiko.AuthenticationException):
                 raise HostError(h.name, f"authentication failed for {h.user}@{h.address} "
                                         f"with key {h.key_file}") from None
+            if text == "No existing session":  # (paramiko's handshake gave up silently)
+                raise HostError(h.name, f"ssh handshake with {h.address}:{h.port} did not "
+                                        f"complete within {self.connect_timeout:g} s") \
+                    from None
             raise HostError(h.name, f"ssh: {text or type(exc).__name__}") from None
         except (OSError, EOFError) as exc:
             client.close()
@@ -206,6 +222,14 @@ class Connection:
         if self._client is not None:
             self._client.close()
             self._client = None
+
+    def _session_alive(self) -> bool:
+        """Whether the session still runs after a channel closed without an exit status.
+        (paramiko closes a dying transport's channels just before marking it inactive:
+        a moment's wait tells the two apart.)"""
+        time.sleep(0.05)
+        transport = self._client.get_transport() if self._client is not None else None
+        return transport is not None and transport.is_active()
 
     def abort(self) -> None:
         """Drop a broken session at once. SO_LINGER 0 discards data the host has not
@@ -288,11 +312,15 @@ class Connection:
             channel.close()
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.abort()
-            raise ConnectionLost(self.host.name, f"connection lost running {line[:120]!r}: "
-                                                 f"{exc or type(exc).__name__}") from None
-        if rc == -1:
+            raise ConnectionLost(self.host.name, f"connection lost running {_short(line)}: "
+                                                 f"{_reason(exc)}") from None
+        if rc == -1 and self._session_alive():
+            # sshd closed the channel with an exit signal, which paramiko does not keep:
+            # the command was killed (an OOM kill), the session is fine
+            err[:0] = b"killed by a signal (no exit status)\n"
+        elif rc == -1:
             self.abort()
-            raise ConnectionLost(self.host.name, f"connection lost running {line[:120]!r}")
+            raise ConnectionLost(self.host.name, f"connection lost running {_short(line)}")
         result = CommandResult(line, rc, out.decode(errors="replace"),
                                err.decode(errors="replace"), time.monotonic() - started)
         if check and not result.ok:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -451,6 +452,29 @@ def test_lab_down_by_prefix_when_its_directory_is_gone(tmp_path: Path,
     assert main(["lab", "down", "--prefix", ident]) == 0
     assert "removed 3 items" in capsys.readouterr().out
     assert netns_of(ident) == [] and not any(process_alive(p) for p in pids)
+
+
+def test_transport_failures_named_for_what_they_are(lab: Lab, tmp_path: Path) -> None:
+    """Found by a review: a command killed by a signal was "connection lost" and dropped
+    a healthy session; a silent sshd was "ssh: No existing session"; a host key that
+    could not be recorded was "No such file or directory" of the connection."""
+    host = load_inventory(lab.inventory).hosts["rx1"]
+    with Connection(host) as conn:
+        res = conn.run("sh -c 'kill -TERM $$'")
+        assert not res.ok and res.error_line().startswith("killed by a signal")
+        assert conn.connected and conn.run("echo still").stdout == "still\n"
+    tofu = replace(host, known_hosts=Path("/proc/nictune-known-hosts"))
+    with pytest.raises(HostError, match="cannot record the host key in /proc/nictune-known"):
+        Connection(tofu, trust_on_first_use=True).connect()
+    sshd = lab.host("rx1").sshd_pid
+    os.kill(sshd, signal.SIGSTOP)
+    try:
+        with pytest.raises(HostError, match=r"did not complete within 1 s"):
+            Connection(host, connect_timeout=1).connect()
+    finally:
+        os.kill(sshd, signal.SIGCONT)
+    with Connection(host) as conn:
+        assert conn.run("true").ok
 
 
 def test_transport_output_timeout_and_sudo(lab: Lab) -> None:
