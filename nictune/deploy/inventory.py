@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import paramiko
+
 from nictune.errors import InputError, read_yaml
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
@@ -135,8 +137,9 @@ def _path(value: Any, base: Path, source: str, where: str, must_exist: bool) -> 
 
 
 def _private_key(path: Path, source: str, where: str) -> Path:
-    """`path` if it holds a PEM or OpenSSH private key (by its first line): a public key or
-    another file failed only at connect, as a host's failure, after others had changed."""
+    """`path` if paramiko can load the private key in it, without a passphrase: a public
+    key, a damaged key or one with a passphrase failed only at connect, as a host's
+    failure (or "authentication failed"), after other hosts had changed."""
     try:
         with path.open("rb") as fh:
             first = fh.readline(200)
@@ -145,6 +148,15 @@ def _private_key(path: Path, source: str, where: str) -> Path:
     if not (first.startswith(b"-----BEGIN ") and b"PRIVATE KEY-----" in first):
         hint = " (the .pub key?)" if first.startswith((b"ssh-", b"ecdsa-")) else ""
         raise _fail(source, where, f"{path} is not a private key{hint}")
+    try:
+        paramiko.PKey.from_path(path)
+    except (paramiko.PasswordRequiredException, TypeError):  # (TypeError: cryptography's)
+        raise _fail(source, where, f"{path} needs a passphrase (nictune uses keys without "
+                                   "one; no agent)") from None
+    except Exception as exc:  # (paramiko and cryptography raise many kinds)
+        reason = str(exc).split(". ")[0] or type(exc).__name__
+        raise _fail(source, where, f"{path} is not a private key paramiko can read: "
+                                   f"{reason}") from None
     return path
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from nictune.cli import build_parser, main
 from nictune.deploy import hosts_cli
@@ -22,8 +24,9 @@ from nictune.deploy.transaction import HostResult
 from nictune.errors import RunError
 
 # (an inventory's key_file must look like a private key; no connection reads this one)
-FAKE_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\nnot a real key\n"
-            "-----END OPENSSH PRIVATE KEY-----\n")
+# a real key (the inventory loads it) that no host trusts
+FAKE_KEY = Ed25519PrivateKey.generate().private_bytes(
+    Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption()).decode()
 
 
 def interrupted(hosts: list[HostInventory], one: Any, workers: int) -> GroupResult[Any]:

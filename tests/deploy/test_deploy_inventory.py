@@ -8,13 +8,21 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import (
+    BestAvailableEncryption,
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+)
 
 from nictune.cli import main
 from nictune.deploy.inventory import InventoryError, check_plan_nics, load_inventory
 
 # (an inventory's key_file must look like a private key; no connection reads this one)
-FAKE_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\nnot a real key\n"
-            "-----END OPENSSH PRIVATE KEY-----\n")
+# a real key (the inventory loads it) that no host trusts
+FAKE_KEY = Ed25519PrivateKey.generate().private_bytes(
+    Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption()).decode()
 
 PLAN = {"nictune_plan": 1, "transmissions": [
     {"id": "t1", "host": "rx1", "nic": "nic-1",
@@ -134,6 +142,12 @@ def test_one_machine_under_two_names_is_refused(tmp_path: Path) -> None:
     ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA nictune\n", "is not a private key (the .pub key?)"),
     ("", "is not a private key"),
     ("PuTTY-User-Key-File-3: ssh-ed25519\n", "is not a private key"),
+    # (a review: these passed the first-line check and failed at connect, exit 1)
+    ("-----BEGIN OPENSSH PRIVATE KEY-----\ngarbage\n-----END OPENSSH PRIVATE KEY-----\n",
+     "is not a private key paramiko can read"),
+    (Ed25519PrivateKey.generate().private_bytes(
+        Encoding.PEM, PrivateFormat.OpenSSH, BestAvailableEncryption(b"pw")).decode(),
+     "needs a passphrase"),
 ])
 def test_a_key_file_that_is_no_private_key_is_refused(tmp_path: Path, text: str,
                                                       message: str) -> None:

@@ -208,7 +208,10 @@ def test_a_free_running_block_timer_retires_where_the_model_says(tmp_path: Path)
     fills with 60 packets, so every block retires at a tick; the model, given when the
     agent set the ring up, puts the last delivery at the first tick after the last packet
     (PF_RING's reading, τ after a block's first packet, would be off by up to τ; the
-    mean over phases by up to τ/2). Measured 0.3–0.4 ms late: the reader waking."""
+    mean over phases by up to τ/2: the bound τ/5 tells those apart). Measured 0.3–0.4 ms
+    late on this VM for weeks, then, late in one boot's uptime, 10–13 ms late in every
+    run (the session-start commit too): the timer's softirq or the reader waking, not the
+    model's phase."""
     port = 20000 + (os.getpid() + 7) % 20000
     started = start_agent(tmp_path, [], "lo", port, "watermark", "--watermark", "1000",
                           "--watermark-timeout", "0.1", "--ring-slots", "4096", count=60)
@@ -224,7 +227,7 @@ def test_a_free_running_block_timer_retires_where_the_model_says(tmp_path: Path)
     setting = NicSetting("watermark", watermark=1000, watermark_timeout=0.1, ring_slots=4096)
     model = calibrate.predict(Costs(), point, setting)
     span = r["last_delivery"] - r["first_arrival"]
-    assert 8 * r["bytes"] / model["throughput_bps"] == pytest.approx(span, abs=0.005)
+    assert 8 * r["bytes"] / model["throughput_bps"] == pytest.approx(span, abs=0.02)
     assert abs(model["wakeups"] - r["wakeups"]) <= 1
 
 @pytest.fixture(scope="module")

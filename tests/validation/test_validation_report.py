@@ -11,14 +11,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from nictune.cli import main
 from nictune.plan import load_plan
 from nictune.validation import calibrate, report, stats
 
 # (an inventory's key_file must look like a private key; no connection reads this one)
-FAKE_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\nnot a real key\n"
-            "-----END OPENSSH PRIVATE KEY-----\n")
+# a real key (the inventory loads it) that no host trusts
+FAKE_KEY = Ed25519PrivateKey.generate().private_bytes(
+    Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption()).decode()
 
 DATA = Path(__file__).with_name("data")
 
