@@ -89,8 +89,9 @@ def end_robust(config: Config, metrics: dict[str, np.ndarray]) -> dict[str, np.n
 
 
 def _last_arrival(config: Config, t: Transmission) -> float:
-    """When `t`'s last packet arrives after its first: fixed for cbr and onoff (bursts
-    whose rate the link caps last longer than packets / rate), the mean for poisson."""
+    """When `t`'s last packet arrives after its first: fixed for cbr and onoff (a burst's
+    packets come at the peak rate, so the last can come well before packets / rate), the
+    mean for poisson."""
     span = arrivals_span(t, config.nic_of(t), t.packets)
     return span if span is not None else t.packets / t.rate
 

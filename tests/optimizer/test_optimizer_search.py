@@ -189,20 +189,23 @@ def test_prefer_throughput_keeps_the_fastest_before_the_cpu_cap() -> None:
     assert pick(values, feasible, "balanced") == 2
 
 
-def test_the_worst_end_of_onoff_bursts_the_link_caps(tmp_path: Path) -> None:
-    """Bursts a 100 Mbit/s link caps arrive at half the burst rate asked: the last packet
-    comes at 0.647 s, not packets / rate = 0.333 s, and a 92.5 ms poll judged from the
-    latter passed where it loses 11 % (a review)."""
-    raw = {**SHORT, "nics": {"veth0": {**SHORT["nics"]["veth0"], "link": "100Mbit/s"}},
-           "transmissions": [{**SHORT["transmissions"][0], "packet_size": 1500}]}
-    path = tmp_path / "capped.yaml"
+def test_the_worst_end_follows_the_last_arrival_of_onoff_bursts(tmp_path: Path) -> None:
+    """The worst end is the arrivals' real end plus the wait: bursts of 2 s at twice the
+    rate hold the whole transfer (7 813 packets), whose last comes at 0.49 s, not
+    packets / rate = 0.98 s. (Until the twenty-ninth session a link that capped the bursts made the mean rate
+    half the one asked, and the last packet came after packets / rate: a 92.5 ms poll
+    judged from the latter passed where it lost 11 %.)"""
+    raw = {**SHORT, "transmissions": [{**SHORT["transmissions"][0],
+                                       "onoff": {"on": "2s", "off": "2s"}}]}
+    path = tmp_path / "one-burst.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     config = load_config(path)
     t = config.transmissions[0]
-    m = {"duration_s": np.array([[0.5]]), "throughput_bps": np.array([[1e6]]),
+    m = {"duration_s": np.array([[0.4]]), "throughput_bps": np.array([[1e6]]),
          "end_wait": np.array([[0.0925]])}
-    end = 0.5 / end_robust(config, m)["throughput_bps"][0, 0] * 1e6
-    assert end == pytest.approx(0.647 + 0.0925, abs=2e-3) and t.packets / t.rate < 0.34
+    end = 0.4 / end_robust(config, m)["throughput_bps"][0, 0] * 1e6
+    assert t.packets == 7813 and t.packets / t.rate > 0.97
+    assert end == pytest.approx(7812 / 16000 + 0.0925, abs=1e-6)
 
 
 def test_a_fallback_pick_keeps_the_worst_wait_rule() -> None:
