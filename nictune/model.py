@@ -202,6 +202,21 @@ class Config:
         PF_RING's."""
         return t.default if t.default is not None else pfring_default(self.nic_of(t))
 
+    def over_link(self) -> list[str]:
+        """One line per NIC whose transmissions together ask more than its link (on the
+        wire, 20 bytes a frame more): each is capped at the link alone, and the model does
+        not share a link among them (docs/model.md, "Arrivals")."""
+        out = []
+        for name, nic in self.nics.items():
+            ts = [t for t in self.transmissions if t.nic == name]
+            asked = sum(8.0 * t.rate * (t.packet_size + WIRE_OVERHEAD_BYTES) for t in ts)
+            if len(ts) > 1 and asked > nic.link * (1 + 1e-9):
+                out.append(f"NIC {name}: {', '.join(t.id for t in ts)} ask "
+                           f"{asked / 1e9:.3g} Gbit/s together of its {nic.link / 1e9:.3g} "
+                           "Gbit/s link; each is simulated at its own rate, as if alone on "
+                           "it (the model does not share a link)")
+        return out
+
     def several_nics(self) -> set[str]:
         """The hosts where more than one NIC receives a transmission: there NICs can share
         an IRQ core, so the core and the consumer's placement are part of a setting."""

@@ -182,6 +182,8 @@ def run(args: argparse.Namespace) -> int:
     options, saved = _options(args)
     if args.dask and args.workers:
         raise InputError("--workers and --dask exclude each other; pick one")
+    for line in config.over_link():
+        print(f"note: {line}", file=sys.stderr)
     workers = args.workers or default_workers(options.engine, options.verify, len(config.hosts))
     out = _out_directory(args)
     search: Search | None = None

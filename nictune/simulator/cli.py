@@ -62,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--exact: the fast engine takes no window (it models the whole "
                          "transmission); --exact is for --engine des")
     config = load_config(args.config)
+    for line in config.over_link():
+        sys.stderr.write(f"note: {line}\n")
     selected = config.select(args.transmission)
     overrides = {key: getattr(args, opt) for opt, key in OPTIONS.items()
                  if getattr(args, opt) is not None}

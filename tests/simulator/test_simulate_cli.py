@@ -116,6 +116,23 @@ def test_fast_engine_says_where_its_interrupts_are_approximate(cfg, capsys):
     assert "note:" not in stderr(path, "--engine", "fast")
 
 
+def test_a_nic_whose_transmissions_ask_more_than_its_link_is_noted(tmp_path, capsys):
+    """Each transmission is capped at its NIC's link alone; two at 1 Gbit/s on a 1 Gbit/s
+    NIC arrived at 2 together (a review). simulate and optimize say so on stderr."""
+    raw = {"hosts": {"h": {"cores": 2}}, "nics": {"n1": {"host": "h", "link": "1Gbit/s"}},
+           "transmissions": [{"id": i, "nic": "n1", "size": 450000, "packet_size": 1500,
+                              "rate": "1Gbit/s", "arrival": "cbr"} for i in ("a", "b")]}
+    path = tmp_path / "over.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["simulate", str(path), "--engine", "fast", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "note: NIC n1: a, b ask 2 Gbit/s together of its 1 Gbit/s link" in err
+    raw["transmissions"][0]["rate"] = raw["transmissions"][1]["rate"] = "0.45Gbit/s"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["simulate", str(path), "--engine", "fast", "--json"]) == 0
+    assert "NIC n1" not in capsys.readouterr().err
+
+
 def test_table_by_default(cfg, capsys):
     assert main(["simulate", cfg]) == 0
     lines = capsys.readouterr().out.splitlines()
