@@ -192,9 +192,9 @@ def test_prefer_throughput_keeps_the_fastest_before_the_cpu_cap() -> None:
 def test_the_worst_end_follows_the_last_arrival_of_onoff_bursts(tmp_path: Path) -> None:
     """The worst end is the arrivals' real end plus the wait: bursts of 2 s at twice the
     rate hold the whole transfer (7 813 packets), whose last comes at 0.49 s, not
-    packets / rate = 0.98 s. (Until the twenty-ninth session a link that capped the bursts made the mean rate
-    half the one asked, and the last packet came after packets / rate: a 92.5 ms poll
-    judged from the latter passed where it lost 11 %.)"""
+    packets / rate = 0.98 s. (Until the twenty-ninth session a link that capped the
+    bursts made the mean rate half the one asked, and the last packet came after packets
+    / rate: a 92.5 ms poll judged from the latter passed where it lost 11 %.)"""
     raw = {**SHORT, "transmissions": [{**SHORT["transmissions"][0],
                                        "onoff": {"on": "2s", "off": "2s"}}]}
     path = tmp_path / "one-burst.yaml"
