@@ -12,6 +12,7 @@ BENCH_ARGS ?=
 # A venv of $(PYTHON) (>= 3.11, with venv/ensurepip: Debian's python3-venv, installed here
 # as root), made afresh (--clear): a venv left by a failed install or another Python goes.
 $(STAMP): setup.cfg pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python >= 3.11 (make PYTHON=... to name it)" >&2; exit 2; }
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
 	  echo "$(PYTHON) is Python $$($(PYTHON) -V 2>&1 | cut -d' ' -f2); nictune needs >= 3.11 (make PYTHON=python3.11 ...)" >&2; exit 2; }
 	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || [ "$$(id -u)" != 0 ] || { \

@@ -37,7 +37,8 @@ def main() -> int:
     for bench in chosen:
         print(f"\n=== {bench.name}", flush=True)
         started = time.perf_counter()
-        with subprocess.Popen([sys.executable, str(bench)], stdout=subprocess.PIPE,
+        # (unbuffered: through a pipe a script's lines came only when it ended)
+        with subprocess.Popen([sys.executable, "-u", str(bench)], stdout=subprocess.PIPE,
                               text=True, bufsize=1) as proc:
             assert proc.stdout is not None
             for line in proc.stdout:

@@ -343,11 +343,16 @@ def lab_up(directory: str | Path, hosts: int = 3, prefix: str | None = None) -> 
         root = directory / "hosts" / name / "root"
         lab.hosts.append(LabHost(name, f"nt{ident}-{name}", f"10.{a}.0.{i + 1}", str(root),
                                  sshd_config=str(directory / "hosts" / name / "sshd_config")))
+    try:  # claim the directory: of two `up`s into it, the second stops here, touching nothing
+        os.close(os.open(directory / STATE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        raise InputError(f"lab: {directory} already holds a lab; run `nictune lab down "
+                         f"--dir {directory}` first") from None
     lab._save()  # from here on `lab down` can clean up whatever this lab made
     try:
         _build(lab, a)
     except BaseException as exc:
-        lab_down(directory)
+        _teardown(lab)  # (this up's own record, not what lab.json may say by now)
         if isinstance(exc, OSError):  # (a file the lab could not write)
             raise RunError(f"lab: {exc}") from None
         raise
@@ -355,11 +360,18 @@ def lab_up(directory: str | Path, hosts: int = 3, prefix: str | None = None) -> 
 
 
 def _add_netns(lab: Lab, netns: str) -> None:
-    """`ip netns add`, recorded once made: a failed `up` deletes only what it added (a
-    namespace of the same name another lab made in the meantime stays)."""
-    _run(["ip", "netns", "add", netns])
+    """`ip netns add`, recorded before it runs (a Ctrl-C during it leaves nothing
+    unrecorded) and unrecorded if the name was taken: a failed `up` deletes only what it
+    added, not a namespace of that name another lab made in the meantime."""
     lab.made.append(netns)
     lab._save()
+    try:
+        _run(["ip", "netns", "add", netns])
+    except RunError as exc:
+        if "File exists" in str(exc):
+            lab.made.remove(netns)
+            lab._save()
+        raise
 
 
 def _build(lab: Lab, a: int) -> None:
@@ -504,7 +516,11 @@ def lab_down_prefix(ident: str) -> list[str]:
 
 def lab_down(directory: str | Path) -> list[str]:
     """Tear the lab down; returns what was removed. Only its own processes are killed."""
-    lab = load_lab(directory)
+    return _teardown(load_lab(directory))
+
+
+def _teardown(lab: Lab) -> list[str]:
+    """Stop `lab`'s sshds, delete the namespaces it made and its files (see `lab_down`)."""
     for h in lab.hosts:
         if h.sshd_pid and h.netns in lab.made and _in_netns(h.sshd_pid, h.netns):
             _stop(h.sshd_pid)

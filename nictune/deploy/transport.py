@@ -178,6 +178,7 @@ class Connection:
         client.set_missing_host_key_policy(
             _TrustOnFirstUse(known) if self.trust_on_first_use else paramiko.RejectPolicy())
         sock = None
+        started = time.monotonic()
         try:
             if h.netns:
                 sock = _socket_in_netns(h.netns, h.address, h.port, self.connect_timeout)
@@ -201,10 +202,12 @@ class Connection:
             if isinstance(exc, paramiko.AuthenticationException):
                 raise HostError(h.name, f"authentication failed for {h.user}@{h.address} "
                                         f"with key {h.key_file}") from None
-            if text == "No existing session":  # (paramiko's handshake gave up silently)
-                raise HostError(h.name, f"ssh handshake with {h.address}:{h.port} did not "
-                                        f"complete within {self.connect_timeout:g} s") \
-                    from None
+            if text == "No existing session":  # (paramiko's handshake ended silently:
+                # timed out, or the server closed the connection during it)
+                raise HostError(h.name, f"ssh handshake with {h.address}:{h.port} " + (
+                    f"did not complete within {self.connect_timeout:g} s"
+                    if time.monotonic() - started >= self.connect_timeout else
+                    "ended: the server closed the connection")) from None
             raise HostError(h.name, f"ssh: {text or type(exc).__name__}") from None
         except (OSError, EOFError) as exc:
             client.close()

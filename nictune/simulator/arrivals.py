@@ -50,8 +50,7 @@ def arrival_times(t: Transmission, nic: Nic, seed: int, k: int, count: int | Non
 
     cbr: start + i/λ. poisson: exponential gaps of mean 1/λ from `start`. onoff: bursts of
     `onoff_bursts` packets, evenly spaced at the peak rate λ·(on+off)/on capped at the
-    link's packet rate, one burst every cycle (`onoff_on + onoff_off` s stretched to whole
-    packets per burst).
+    link's packet rate, a burst every per_burst / λ s (the mean rate is λ).
     """
     n = t.packets if count is None else min(count, t.packets)
     lam = t.rate

@@ -58,7 +58,7 @@ class Workload:
     n: np.ndarray  # packets
     size: np.ndarray  # bytes per packet
     rate: np.ndarray  # packets/s that arrive on average (onoff: a burst per cycle)
-    offered: np.ndarray  # packets/s the config asks (onoff: more, where the link caps bursts)
+    offered: np.ndarray  # packets/s the config asks (= rate: onoff keeps the mean rate)
     local: np.ndarray  # packets/s while arriving (onoff: the burst rate)
     span: np.ndarray  # s from first to last arrival
     bursts: np.ndarray  # onoff bursts (1 otherwise)
@@ -90,7 +90,7 @@ class Workload:
                 local, per_burst, cycle = onoff_bursts(t, nic)  # as the DES's arrivals
                 if per_burst >= n:  # all in one burst: evenly spaced at the burst rate
                     arrival = "cbr"
-            if arrival == "onoff":  # (a burst rate the link caps lowers the mean rate)
+            if arrival == "onoff":  # (per_burst / cycle is the config's rate)
                 rate = per_burst / cycle
                 bursts = math.ceil(n / per_burst)
                 last = n - (bursts - 1) * per_burst

@@ -116,3 +116,28 @@ def test_lab_down_by_prefix_checks_the_id(capsys: pytest.CaptureFixture[str]) ->
     if lab.os.geteuid() == 0:
         assert main(["lab", "down", "--prefix", "zq9none"]) == 2
         assert "no namespace of lab zq9none" in capsys.readouterr().err
+
+
+def test_two_ups_into_one_directory_the_second_touches_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both pass the empty-directory check; the first to create lab.json has the
+    directory. The second one's clean-up had reloaded lab.json — by then the first's —
+    and torn that lab down (a review). Here the first claims the directory while the
+    second lists the namespaces."""
+    if lab.os.geteuid() != 0:
+        pytest.skip("the root check comes first")
+    d = tmp_path / "lab"
+    winner = '{"id": "zq7", "hosts": [], "links": [], "made": []}\n'
+    real = lab._run
+
+    def meanwhile(argv, *args, **kwargs):
+        if list(argv) == ["ip", "netns", "list"] and not (d / "lab.json").exists():
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "lab.json").write_text(winner)
+        return real(argv, *args, **kwargs)
+
+    monkeypatch.setattr(lab, "_run", meanwhile)
+    with pytest.raises(lab.InputError, match="already holds a lab"):
+        lab.lab_up(d, prefix="zq7")
+    assert (d / "lab.json").read_text() == winner and sorted(p.name for p in d.iterdir()) == [
+        "lab.json"]
