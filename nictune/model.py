@@ -12,8 +12,10 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -217,12 +219,13 @@ class Config:
                            "it (the model does not share a link)")
         return out
 
-    def several_nics(self) -> set[str]:
+    @cached_property
+    def several_nics(self) -> frozenset[str]:
         """The hosts where more than one NIC receives a transmission: there NICs can share
-        an IRQ core, so the core and the consumer's placement are part of a setting."""
-        nics = {t.nic for t in self.transmissions}
-        hosts = [self.nics[n].host for n in nics]
-        return {h for h in hosts if hosts.count(h) > 1}
+        an IRQ core, so the core and the consumer's placement are part of a setting.
+        Computed once: reports ask it for every row of every front."""
+        per_host = Counter(self.nics[n].host for n in {t.nic for t in self.transmissions})
+        return frozenset(h for h, n in per_host.items() if n > 1)
 
     def by_core(self, transmissions: Iterable[Transmission],
                 settings: Mapping[str, NicSetting]) -> dict[tuple[str, int], list[str]]:

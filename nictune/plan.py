@@ -261,5 +261,7 @@ def plan_document(plan: Plan) -> dict[str, Any]:
 
 def save_plan(plan: Plan, path: str | Path) -> None:
     """Write the plan whole or not at all: a plan cut short by a full disk can still
-    parse, with transmissions missing."""
-    atomic_write(Path(path), yaml.safe_dump(plan_document(plan), sort_keys=False))
+    parse, with transmissions missing. libyaml's emitter where PyYAML has it: the same
+    text, a few times faster for plans of thousands of transmissions."""
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    atomic_write(Path(path), yaml.dump(plan_document(plan), Dumper=dumper, sort_keys=False))

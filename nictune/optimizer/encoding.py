@@ -157,7 +157,7 @@ class Encoding:
         first: dict[str, NicSetting] = {}
         for t in self.transmissions:
             first.setdefault(t.nic, config.default_setting(t))
-        several = config.several_nics()
+        several = config.several_nics
         self.spaces: list[NicSpace] = []
         for name, default in first.items():
             nic = config.nics[name]

@@ -297,7 +297,7 @@ NAMED = 8  # ... the worst this many by name, then how many more
 
 def _setting(config: Config, nic: str, s: NicSetting) -> str:
     """`describe()`, plus IRQ core and placement where the host has several NICs."""
-    shared = config.nics[nic].host in config.several_nics()
+    shared = config.nics[nic].host in config.several_nics
     return s.describe() + (f" core={s.irq_core} {s.placement}" if shared else "")
 
 
@@ -380,7 +380,7 @@ def costs(config: Config, out: Outcome) -> list[str]:
 def core_loads(config: Config, out: Outcome) -> list[str]:
     """Where a host has several NICs: per IRQ core, default → optimized, the
     transmissions it serves and their `core_load` (grouped by the simulated settings)."""
-    several = config.several_nics()
+    several = config.several_nics
     ts = [t for t in config.transmissions if config.nic_of(t).host in several]
     if not ts:
         return []
