@@ -74,6 +74,8 @@ MIN_WINDOW_PACKETS = 100  # a window holds at least this many packets of each (o
 FILL_DROPS = 100  # drops after the start-up that show a ring that filled (`_metrics`)
 EXACT_SHARE = 0.3  # a longer window of at least this share runs exact instead
 WINDOW_GROWTHS = 2  # a window whose queue had not settled is simulated 4x longer, twice
+GROWN_PACKETS = 20_000_000  # ... while the core's longer window holds at most this many
+#   packets (~1.6 GB; a worker per CPU each holding 100 M would need 8 GB each)
 WATERMARK_BATCHES = 16  # ... and at least this many watermarks of a watermark consumer
 
 
@@ -695,7 +697,7 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
             if wider >= EXACT_SHARE:  # (a window that long costs as much as every packet)
                 wider = 1.0
             if fraction == 1 or longer == WINDOW_GROWTHS or \
-                    packets[key] * wider > EXACT_PACKETS or not any(
+                    packets[key] * wider > GROWN_PACKETS or not any(
                     c.n < t.packets and _unsettled(c, _start_up(a, arrivals, starts))
                     for t, c, a in zip(group, consumers, arrivals, strict=True)):
                 break

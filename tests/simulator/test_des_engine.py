@@ -348,6 +348,17 @@ def test_a_window_that_fills_its_ring_late_is_not_taken_as_steady(mode):
     assert win.throughput_bps == pytest.approx(exact.throughput_bps, rel=0.002)
 
 
+def test_a_window_grows_only_within_its_packet_budget(monkeypatch):
+    """The unsettled window of the test above would grow to 80 000 packets; with a budget
+    of 50 000 per core it stays at its first 20 000 (memory bounded, not an error)."""
+    cfg = config(packets=400_000, rate="1.1Mpps", arrival="cbr", size=64, per_byte=0)
+    cfg = replace(cfg, hosts={"h": replace(cfg.hosts["h"], costs=replace(
+        cfg.hosts["h"].costs, per_packet=1e-6))})
+    monkeypatch.setattr(des, "GROWN_PACKETS", 50_000)
+    win = des.simulate(cfg, {"t0": NicSetting("busy_poll", ring_slots=1024)}, window=20_000)[0]
+    assert win.window_packets == 20_000 and conserved(win)
+
+
 def test_an_onoff_windows_last_drain_is_one_of_many():
     """onoff bursts fill the ring and it drains after each: the drain after the window's
     last arrival is one of them, scaled with the rest (counted once, the window said 11 %
