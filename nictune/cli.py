@@ -154,6 +154,15 @@ def _run(argv: Sequence[str] | None) -> int:
     except RunError as exc:
         print(f"nictune {args.command}: failed: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
+    except MemoryError as exc:
+        # (the DES holds ~80 bytes a packet of a core's window, or of every packet with
+        # --exact, in each worker)
+        why = f" ({one_line(exc)})" if str(exc) else ""
+        hint = {"simulate": "; without --exact, the DES simulates a window of each",
+                "optimize": "; fewer --workers hold fewer DES runs at once"}
+        print(f"nictune {args.command}: failed: out of memory{why}{hint.get(args.command, '')}",
+              file=sys.stderr)
+        return RunError.exit_code
     except KeyboardInterrupt:
         if term.seen:
             print(f"nictune {args.command}: terminated (SIGTERM)", file=sys.stderr)

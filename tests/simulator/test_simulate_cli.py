@@ -359,3 +359,25 @@ def test_help_that_cannot_be_written_is_one_line(
     assert _to_a_full_disk(argv, monkeypatch) == 1
     assert capsys.readouterr().err == (
         "nictune: failed: cannot write the output: No space left on device\n")
+
+
+def test_out_of_memory_is_one_line(tmp_path: Path) -> None:
+    """`--exact` on 60 million packets (~4.8 GB) under a 3 GiB address-space limit:
+    a MemoryError was a traceback; it is one line, exit 1."""
+    import resource
+    import subprocess
+
+    cfg = tmp_path / "big.yaml"
+    cfg.write_text("hosts: {h: {cores: 2}}\nnics: {n: {host: h, link: 10Gbit/s}}\n"
+                   "transmissions:\n  - {id: t, nic: n, size: 6GB, packet_size: 100, "
+                   "rate: 1Gbit/s}\n")
+
+    def small_node() -> None:  # (one BLAS thread: each reserves address space)
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    run = subprocess.run([sys.executable, "-m", "nictune", "simulate", str(cfg), "--exact"],
+                         preexec_fn=small_node, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    assert run.returncode == 1, run.stderr
+    assert run.stderr.startswith("nictune simulate: failed: out of memory")
+    assert run.stderr.count("\n") == 1 and "without --exact" in run.stderr
