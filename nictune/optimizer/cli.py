@@ -28,7 +28,7 @@ from nictune.optimizer.checkpoint import (
 )
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.evaluate import Evaluator
-from nictune.optimizer.export import OUTPUTS, json_document, write_all
+from nictune.optimizer.export import OUTPUTS, json_document, outcome, write_all
 from nictune.optimizer.objectives import PREFERENCES
 from nictune.optimizer.parallel import dask_address, mapper
 from nictune.optimizer.search import Search
@@ -36,6 +36,7 @@ from nictune.simulator import ENGINES
 
 DEFAULTS = Options()
 MAX_WORKERS = 1024
+MANY = 500  # transmissions from which writing the results is announced
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -187,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
     workers = args.workers or default_workers(options.engine, options.verify, len(config.hosts))
     out = _out_directory(args)
     search: Search | None = None
+    stage = ""  # what an interrupt stops once the search is done
     try:
         with mapper(workers, args.dask) as map_fn:
             progress = _Progress(prefer=options.prefer)
@@ -208,28 +210,39 @@ def run(args: argparse.Namespace) -> int:
             if search.stop_requested:
                 raise KeyboardInterrupt
             checked = time.perf_counter()
+            stage = "while checking the plan"
             if options.verify == "des":  # (the longest silence of a run: say what it is)
                 hosts = len(config.hosts)
                 print(f"checking the plan with the DES: the defaults and the plan of {hosts} "
                       f"host{'s' * (hosts != 1)} on {workers} worker{'s' * (workers != 1)}",
                       file=sys.stderr, flush=True)
-            plan_path, outcome, meta, summary = write_all(search, options.prefer,
-                                                          options.verify, started, out)
+            result = outcome(search, options.prefer, options.verify)
             if options.verify == "des":
                 print(f"checked in {time.perf_counter() - checked:.1f} s", file=sys.stderr,
                       flush=True)
+            stage = "while writing the results"
+            written, many = time.perf_counter(), len(config.transmissions) >= MANY
+            if many:  # (2 000 transmissions: 10 s of reports)
+                print(f"writing the results of {len(config.transmissions):,} transmissions "
+                      f"to {out}", file=sys.stderr, flush=True)
+            plan_path, meta, summary = write_all(search, result, options.prefer,
+                                                 options.verify, started, out)
+            if many:
+                print(f"written in {time.perf_counter() - written:.1f} s", file=sys.stderr,
+                      flush=True)
     except KeyboardInterrupt:  # outside the map, so its workers stop at once
         gen = search.state.generation if search and search.state else 0
+        stage = stage or f"at generation {gen}"
         # (a checkpoint an earlier run left there is not this run's: --resume refused it)
         resumed_here = saved is not None and Path(args.resume).resolve() == out.resolve()
         ours = ((search is not None and search.checkpointed) or resumed_here) and (
             out / "checkpoint.json").exists()
         where = (f"the last checkpoint (generation {_saved_generation(out)}) is in {out}; "
                  f"continue with --resume {out}") if ours else "no checkpoint was written yet"
-        print(f"\nnictune optimize: interrupted at generation {gen}; {where}", file=sys.stderr)
+        print(f"\nnictune optimize: interrupted {stage}; {where}", file=sys.stderr)
         return 130
     if args.json:
-        print(json.dumps(json_document(plan_path, outcome, config, meta), indent=1))
+        print(json.dumps(json_document(plan_path, result, config, meta), indent=1))
     else:
         print(summary)
         others = ", ".join(n for n in OUTPUTS if n != plan_path.name)

@@ -468,11 +468,11 @@ OUTPUTS = ("plan.yaml", "pareto.csv", "logbook.csv", "convergence.png", "pareto.
            "summary.md")
 
 
-def write_all(search: Search, prefer: str, verify: str, started: float,
-              directory: Path) -> tuple[Path, Outcome, dict[str, Any], str]:
-    """Write every output file; returns the plan path, outcome, meta and summary text.
-    `started` is the run's `time.perf_counter()` at its start (wall_s includes verifying)."""
-    out = outcome(search, prefer, verify)
+def write_all(search: Search, out: Outcome, prefer: str, verify: str, started: float,
+              directory: Path) -> tuple[Path, dict[str, Any], str]:
+    """Write every output file of the plan `out` (`outcome`); returns the plan path, meta
+    and summary text. `started` is the run's `time.perf_counter()` at its start (wall_s
+    includes verifying)."""
     meta = run_meta(search, prefer, verify, time.perf_counter() - started)
     path = directory / "plan.yaml"
     try:
@@ -488,4 +488,4 @@ def write_all(search: Search, prefer: str, verify: str, started: float,
         where = f" ({Path(exc.filename).name})" if exc.filename else ""
         raise RunError(f"cannot write the results to {directory}{where}: "
                        f"{exc.strerror or exc}") from None
-    return path, out, meta, summary
+    return path, meta, summary

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
@@ -22,6 +23,8 @@ from nictune.model import (
 from nictune.simulator import ENGINES, simulate
 from nictune.simulator.metrics import Metrics, core_load
 from nictune.units import format_bitrate, format_duration
+
+PROGRESS_EVERY_S = 10.0  # seconds between progress lines when stderr is not a terminal
 
 DESCRIPTION = ("Simulate the receive path of each transmission under its default setting, or "
                "under the setting options given (they override each selected transmission's "
@@ -154,13 +157,15 @@ def setting_for(config: Config, t: Transmission, overrides: dict[str, Any]) -> N
 
 def run_by_host(config: Config, transmissions: Sequence[Transmission],
                 settings: dict[str, NicSetting], args: argparse.Namespace,
-                progress: TextIO) -> list[Metrics]:
-    """Simulate host by host (a host's transmissions together), counting on a terminal."""
+                progress: TextIO, every: float = PROGRESS_EVERY_S) -> list[Metrics]:
+    """Simulate host by host (a host's transmissions together), counting on a terminal;
+    elsewhere (a log) a line at most every `every` seconds, none for a shorter run."""
     hosts: dict[str, list[str]] = {}
     for t in transmissions:
         hosts.setdefault(config.nic_of(t).host, []).append(t.id)
     tty = progress.isatty()
     done: dict[str, Metrics] = {}
+    started = last = time.monotonic()
     for ids in hosts.values():
         if tty:
             progress.write(f"\rsimulating {len(done) + 1}-{len(done) + len(ids)}"
@@ -169,6 +174,12 @@ def run_by_host(config: Config, transmissions: Sequence[Transmission],
         for m in simulate(config, {i: settings[i] for i in ids}, engine=args.engine,
                           seed=args.seed, exact=args.exact):
             done[m.transmission] = m
+        now = time.monotonic()
+        if not tty and now - last >= every and len(done) < len(transmissions):
+            progress.write(f"simulated {len(done)}/{len(transmissions)} transmissions in "
+                           f"{now - started:.0f} s\n")
+            progress.flush()
+            last = now
     if tty:
         progress.write("\r\x1b[K")
     return [done[t.id] for t in transmissions]

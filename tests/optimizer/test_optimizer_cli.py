@@ -333,6 +333,29 @@ def test_ctrl_c_stops_after_the_generation_or_at_once_the_second_time(
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_ctrl_c_while_writing_the_results_says_so(
+        small_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C after the last generation, while the plots are drawn (minutes of reports at
+    thousands of transmissions): it said "interrupted at generation 3", as if the search
+    had been cut short."""
+    from nictune.optimizer import export
+
+    def drawing(*_: object) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)  # (the handler runs here at the latest)
+
+    monkeypatch.setattr(export, "write_plots", drawing)
+    out = tmp_path / "run"
+    rc = main(["optimize", str(small_config), "--out", str(out), *FAST,
+               "--checkpoint-every", "1", "--verify", "none"])
+    err = capsys.readouterr().err
+    assert rc == 130, err
+    assert "interrupted while writing the results; the last checkpoint" in err
+    assert "at generation" not in err.split("interrupted")[-1]
+    assert not (out / "plan.yaml").exists()
+
+
 def test_ctrl_c_before_this_run_s_first_checkpoint_does_not_offer_an_earlier_one(
         small_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

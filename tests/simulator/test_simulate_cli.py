@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -381,3 +382,23 @@ def test_out_of_memory_is_one_line(tmp_path: Path) -> None:
     assert run.returncode == 1, run.stderr
     assert run.stderr.startswith("nictune simulate: failed: out of memory")
     assert run.stderr.count("\n") == 1 and "without --exact" in run.stderr
+
+
+def test_progress_in_a_log_is_a_line_at_most_every_few_seconds() -> None:
+    """stderr not a terminal (a batch job's log): a long DES run said nothing until its
+    table. A line per host finished once `every` has passed, none for a short run."""
+    import argparse
+    import io
+
+    from nictune.model import load_config
+    from nictune.simulator.cli import run_by_host
+
+    config = load_config(ROOT / "configs" / "rack.yaml")
+    settings = {t.id: config.default_setting(t) for t in config.transmissions}
+    args = argparse.Namespace(engine="fast", seed=0, exact=False)
+    for every, lines in ((0.0, 3), (3600.0, 0)):
+        log = io.StringIO()
+        run_by_host(config, config.transmissions, settings, args, log, every=every)
+        printed = log.getvalue().splitlines()
+        assert len(printed) == lines, printed
+        assert all(re.fullmatch(r"simulated \d+/24 transmissions in \d+ s", p) for p in printed)
