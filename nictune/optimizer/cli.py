@@ -36,6 +36,7 @@ from nictune.simulator import ENGINES
 
 DEFAULTS = Options()
 MAX_WORKERS = 1024
+WORKER_MEMORY = 2 << 30  # bytes a DES worker may take (default_workers)
 MANY = 500  # transmissions from which writing the results is announced
 
 
@@ -57,8 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--verify", choices=VERIFY,
                    help="re-simulate the plan with the DES and flag disagreements (default des)")
     p.add_argument("--workers", type=count(1, MAX_WORKERS), metavar="N",
-                   help="processes for DES runs (default: one per CPU, at most two per "
-                        "host of the config with --verify des, 1 with --verify none)")
+                   help="processes for DES runs (default: one per CPU and per 2 GiB of "
+                        "available memory, at most two per host of the config with --verify "
+                        "des, 1 with --verify none)")
     p.add_argument("--dask", metavar="ADDRESS|local", type=dask_address,
                    help="run DES tasks on a Dask scheduler (ADDRESS) or 'local' (2 workers)")
     p.add_argument("--prefer", choices=PREFERENCES,
@@ -118,15 +120,31 @@ def _remove_last_plan(out: Path) -> None:
                        f"{exc.strerror or exc}") from None
 
 
-def default_workers(engine: str, verify: str, hosts: int) -> int:
+def default_workers(engine: str, verify: str, hosts: int, memory: int | None = None) -> int:
     """Processes for the DES runs when `--workers` is not given: one per CPU this process
     may use; verifying a fast-engine search runs two DES tasks per host (defaults and
-    plan), so no more than that; none are needed without DES runs."""
+    plan), so no more than that; none are needed without DES runs. And no more than
+    `memory` (bytes; default the node's available memory, where /proc says) allows at
+    WORKER_MEMORY each: a DES run may hold a 20 M-packet window."""
     if engine != "des" and verify == "none":
         return 1
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
         os.cpu_count() or 1)
-    return max(1, cpus if engine == "des" else min(cpus, 2 * hosts))
+    memory = available_memory() if memory is None else memory
+    fit = cpus if memory is None else max(1, memory // WORKER_MEMORY)
+    return max(1, min(fit, cpus if engine == "des" else min(cpus, 2 * hosts)))
+
+
+def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """MemAvailable in bytes, or None where the file or the line is missing."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key == "MemAvailable" and value.split()[-1:] == ["kB"]:
+                return int(value.split()[0]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 class _Progress:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from nictune.cli import main
-from nictune.optimizer.cli import _Progress, default_workers
+from nictune.optimizer.cli import _Progress, available_memory, default_workers
 from nictune.plan import load_plan
 
 FAST = ["--population", "8", "--generations", "3"]
@@ -389,18 +389,34 @@ def test_ctrl_c_before_this_run_s_first_checkpoint_does_not_offer_an_earlier_one
 def test_des_runs_use_the_cpus_by_default() -> None:
     """No DES runs: one process; verification: at most the two tasks per host; a DES
     search: every CPU."""
-    cpus = len(os.sched_getaffinity(0))
+    cpus, plenty = len(os.sched_getaffinity(0)), 1 << 50
     assert default_workers("fast", "none", 4) == 1
-    assert default_workers("fast", "des", 4) == min(cpus, 8)
-    assert default_workers("fast", "des", 1) == min(cpus, 2)
-    assert default_workers("des", "none", 1) == cpus
+    assert default_workers("fast", "des", 4, plenty) == min(cpus, 8)
+    assert default_workers("fast", "des", 1, plenty) == min(cpus, 2)
+    assert default_workers("des", "none", 1, plenty) == cpus
+
+
+def test_des_workers_fit_the_available_memory(tmp_path: Path) -> None:
+    """A DES worker may hold ~2 GB: a worker per CPU on a 64-CPU node with 16 GB free
+    would be killed; the default is one per 2 GiB available, at least one."""
+    cpus = len(os.sched_getaffinity(0))
+    assert default_workers("des", "none", 1, 3 << 30) == 1
+    assert default_workers("des", "none", 1, 0) == 1
+    assert default_workers("fast", "des", 8, 4 << 30) == min(cpus, 2)
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24000000 kB\nMemAvailable:    4194304 kB\n")
+    assert available_memory(meminfo) == 4 << 30
+    meminfo.write_text("MemTotal:       24000000 kB\n")  # (kernels before 3.14)
+    assert available_memory(meminfo) is None
+    assert available_memory(tmp_path / "absent") is None
+    assert (available_memory() or 0) > 0  # (this Linux node's)
 
 
 def test_without_cpu_affinity_the_cpu_count_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where os.sched_getaffinity does not exist (macOS), os.cpu_count() counts the CPUs
     (a rename once made this branch call a function that does not exist)."""
     monkeypatch.delattr(os, "sched_getaffinity")
-    assert default_workers("des", "none", 1) == (os.cpu_count() or 1)
+    assert default_workers("des", "none", 1, 1 << 50) == (os.cpu_count() or 1)
 
 
 def test_des_runs_in_a_log_are_counted_at_most_every_interval(
