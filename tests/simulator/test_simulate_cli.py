@@ -363,18 +363,19 @@ def test_help_that_cannot_be_written_is_one_line(
 
 
 def test_out_of_memory_is_one_line(tmp_path: Path) -> None:
-    """`--exact` on 60 million packets (~4.8 GB) under a 3 GiB address-space limit:
-    a MemoryError was a traceback; it is one line, exit 1."""
+    """`--exact` on 99 million packets (~8 GB) under a 1.5 GiB address-space limit (~0.9 GiB
+    of it the interpreter and libraries; the first 792 MB array cannot fit, so the run
+    fails in seconds): a MemoryError was a traceback; it is one line, exit 1."""
     import resource
     import subprocess
 
     cfg = tmp_path / "big.yaml"
     cfg.write_text("hosts: {h: {cores: 2}}\nnics: {n: {host: h, link: 10Gbit/s}}\n"
-                   "transmissions:\n  - {id: t, nic: n, size: 6GB, packet_size: 100, "
+                   "transmissions:\n  - {id: t, nic: n, size: 9.9GB, packet_size: 100, "
                    "rate: 1Gbit/s}\n")
 
     def small_node() -> None:  # (one BLAS thread: each reserves address space)
-        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))
 
     run = subprocess.run([sys.executable, "-m", "nictune", "simulate", str(cfg), "--exact"],
                          preexec_fn=small_node, capture_output=True, text=True, timeout=120,
