@@ -158,7 +158,8 @@ def _run(argv: Sequence[str] | None) -> int:
         # (the DES holds ~80 bytes a packet of a core's window, or of every packet with
         # --exact, in each worker)
         why = f" ({one_line(exc)})" if str(exc) else ""
-        hint = {"simulate": "; without --exact, the DES simulates a window of each",
+        hint = {"simulate": "; without --exact the DES simulates a window of each "
+                            "transmission" if getattr(args, "exact", False) else "",
                 "optimize": "; fewer --workers hold fewer DES runs at once"}
         print(f"nictune {args.command}: failed: out of memory{why}{hint.get(args.command, '')}",
               file=sys.stderr)

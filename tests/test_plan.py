@@ -39,6 +39,18 @@ def test_round_trip(tmp_path):
     assert loaded.nic_settings()[("rx1", "nic-1")] == WATERMARK
 
 
+def test_a_pyyaml_without_libyaml_writes_the_same_plan(tmp_path, monkeypatch):
+    """save_plan takes libyaml's emitter where PyYAML was built with it; without it the
+    pure-Python one writes a plan that loads the same (a long flag, non-ASCII names)."""
+    plan = dataclasses.replace(_plan(), meta={"engine": "fast", "note": "größe " * 40})
+    with_c, without = tmp_path / "c.yaml", tmp_path / "py.yaml"
+    save_plan(plan, with_c)
+    monkeypatch.delattr(yaml, "CSafeDumper", raising=False)
+    save_plan(plan, without)
+    assert plan_document(load_plan(with_c)) == plan_document(load_plan(without)) == \
+        plan_document(plan)
+
+
 def test_a_plan_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     """A disk that fills half-way through leaves the previous plan, not a cut one (a
     YAML plan cut short often still parses, with transmissions missing)."""

@@ -135,8 +135,18 @@ def default_workers(engine: str, verify: str, hosts: int, memory: int | None = N
     return max(1, min(fit, cpus if engine == "des" else min(cpus, 2 * hosts)))
 
 
-def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int | None:
-    """MemAvailable in bytes, or None where the file or the line is missing."""
+def available_memory(meminfo: Path = Path("/proc/meminfo"),
+                     cgroups: Path = Path("/proc/self/cgroup"),
+                     root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """Bytes this process may still take: the node's MemAvailable, or less where its
+    cgroup (v2 memory.max, v1 memory.limit_in_bytes) leaves less (a container limited to
+    4 GiB on a 256 GiB node); None where neither says."""
+    room = [r for r in (_meminfo_available(meminfo), *_cgroup_room(cgroups, root))
+            if r is not None]
+    return min(room) if room else None
+
+
+def _meminfo_available(meminfo: Path) -> int | None:
     try:
         for line in meminfo.read_text().splitlines():
             key, _, value = line.partition(":")
@@ -145,6 +155,34 @@ def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int | None:
     except (OSError, ValueError):
         return None
     return None
+
+
+def _cgroup_room(cgroups: Path, root: Path) -> list[int]:
+    """Limit minus usage of each memory cgroup of this process that sets a limit."""
+    try:
+        lines = cgroups.read_text().splitlines()
+    except OSError:
+        return []
+    room = []
+    for line in lines:
+        _, controllers, path = [*line.split(":", 2), "", ""][:3]
+        rel = path.lstrip("/")
+        if controllers == "":  # v2, mounted at root or root/unified
+            files = [(d / rel / "memory.max", d / rel / "memory.current")
+                     for d in (root, root / "unified")]
+        elif "memory" in controllers.split(","):
+            files = [(root / "memory" / rel / "memory.limit_in_bytes",
+                      root / "memory" / rel / "memory.usage_in_bytes")]
+        else:
+            continue
+        for limit_file, usage_file in files:
+            try:
+                limit, usage = limit_file.read_text().strip(), usage_file.read_text().strip()
+                if limit != "max" and int(limit) < 1 << 60:  # (v1's "none": ~2^63)
+                    room.append(max(0, int(limit) - int(usage)))
+            except (OSError, ValueError):
+                continue
+    return room
 
 
 class _Progress:
@@ -228,8 +266,9 @@ def run(args: argparse.Namespace) -> int:
             if search.stop_requested:
                 raise KeyboardInterrupt
             checked = time.perf_counter()
-            stage = "while checking the plan"
+            stage = "while writing the results"
             if options.verify == "des":  # (the longest silence of a run: say what it is)
+                stage = "while checking the plan"
                 hosts = len(config.hosts)
                 print(f"checking the plan with the DES: the defaults and the plan of {hosts} "
                       f"host{'s' * (hosts != 1)} on {workers} worker{'s' * (workers != 1)}",
@@ -238,6 +277,7 @@ def run(args: argparse.Namespace) -> int:
             if options.verify == "des":
                 print(f"checked in {time.perf_counter() - checked:.1f} s", file=sys.stderr,
                       flush=True)
+            # (inside the map: the reports' ring choice evaluates settings through it)
             stage = "while writing the results"
             written, many = time.perf_counter(), len(config.transmissions) >= MANY
             if many:  # (2 000 transmissions: 10 s of reports)
@@ -245,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
                       f"to {out}", file=sys.stderr, flush=True)
             plan_path, meta, summary = write_all(search, result, options.prefer,
                                                  options.verify, started, out)
+            stage = f"after writing the results ({plan_path} is whole)"  # (workers ending)
             if many:
                 print(f"written in {time.perf_counter() - written:.1f} s", file=sys.stderr,
                       flush=True)

@@ -60,6 +60,8 @@ def _pool_map(workers: int) -> Iterator[Map]:
             except BrokenProcessPool:
                 raise RunError("a worker process died (out of memory? a DES run can take "
                                "~2 GB); try fewer --workers") from None
+            except MemoryError:
+                raise  # (the command's one line says so, as for one in this process)
             except Exception as exc:
                 raise RunError(f"a task failed in a worker process: {type(exc).__name__}: "
                                f"{exc}") from None

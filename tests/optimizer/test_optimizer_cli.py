@@ -333,25 +333,33 @@ def test_ctrl_c_stops_after_the_generation_or_at_once_the_second_time(
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_ctrl_c_while_writing_the_results_says_so(
+@pytest.mark.parametrize(("where", "verify", "stage"), [
+    ("export.write_plots", "none", "writing the results"),
+    ("cli.outcome", "des", "checking the plan")])
+def test_ctrl_c_after_the_search_names_what_it_stopped(
         small_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """Ctrl-C after the last generation, while the plots are drawn (minutes of reports at
-    thousands of transmissions): it said "interrupted at generation 3", as if the search
-    had been cut short."""
-    from nictune.optimizer import export
+        capsys: pytest.CaptureFixture[str], where: str, verify: str, stage: str) -> None:
+    """Ctrl-C after the last generation — while the plots are drawn (minutes of reports at
+    thousands of transmissions) or the DES checks the plan: it said "interrupted at
+    generation 3", as if the search had been cut short."""
+    from nictune.optimizer import cli, export
 
-    def drawing(*_: object) -> None:
+    module, name = {"export": export, "cli": cli}[where.split(".")[0]], where.split(".")[1]
+    real = getattr(module, name)
+
+    def interrupted(*args: object) -> object:
+        result = real(*args)  # (the real work, then the interrupt)
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(1)  # (the handler runs here at the latest)
+        return result
 
-    monkeypatch.setattr(export, "write_plots", drawing)
+    monkeypatch.setattr(module, name, interrupted)
     out = tmp_path / "run"
     rc = main(["optimize", str(small_config), "--out", str(out), *FAST,
-               "--checkpoint-every", "1", "--verify", "none"])
+               "--checkpoint-every", "1", "--verify", verify, "--workers", "1"])
     err = capsys.readouterr().err
     assert rc == 130, err
-    assert "interrupted while writing the results; the last checkpoint" in err
+    assert f"interrupted while {stage}; the last checkpoint" in err
     assert "at generation" not in err.split("interrupted")[-1]
     assert not (out / "plan.yaml").exists()
 
@@ -410,6 +418,29 @@ def test_des_workers_fit_the_available_memory(tmp_path: Path) -> None:
     assert available_memory(meminfo) is None
     assert available_memory(tmp_path / "absent") is None
     assert (available_memory() or 0) > 0  # (this Linux node's)
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_a_containers_memory_limit_caps_the_available_memory(tmp_path: Path,
+                                                             version: str) -> None:
+    """MemAvailable is the node's: a container limited to 4 GiB on a big node would start
+    a worker per CPU. The cgroup's limit minus its usage caps it; no limit leaves it."""
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemAvailable:    268435456 kB\n")  # 256 GiB
+    cgroups, root = tmp_path / "cgroup", tmp_path / "fs"
+    if version == "v2":
+        cgroups.write_text("0::/box\n")
+        where, limit, usage = root / "box", "memory.max", "memory.current"
+    else:
+        cgroups.write_text("4:memory:/box\n3:cpuset:/\n")
+        where, limit, usage = root / "memory" / "box", "memory.limit_in_bytes", \
+            "memory.usage_in_bytes"
+    where.mkdir(parents=True)
+    (where / limit).write_text(f"{4 << 30}\n")
+    (where / usage).write_text(f"{1 << 30}\n")
+    assert available_memory(meminfo, cgroups, root) == 3 << 30
+    (where / limit).write_text("max\n" if version == "v2" else "9223372036854771712\n")
+    assert available_memory(meminfo, cgroups, root) == 256 << 30
 
 
 def test_without_cpu_affinity_the_cpu_count_is_used(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,6 +25,12 @@ def die_on_three(x: int) -> int:
 
 def fail_on_two(x: int) -> int:
     if x == 2:
+        raise ValueError("no room")
+    return x
+
+
+def no_memory_on_two(x: int) -> int:
+    if x == 2:
         raise MemoryError("no room")
     return x
 
@@ -40,8 +46,15 @@ def test_a_worker_that_dies_ends_the_run_instead_of_hanging_it() -> None:
 
 
 def test_a_task_that_raises_is_a_run_error_naming_it() -> None:
-    with pytest.raises(RunError, match="MemoryError: no room"), mapper(workers=2) as run:
+    with pytest.raises(RunError, match="ValueError: no room"), mapper(workers=2) as run:
         list(run(fail_on_two, range(4)))
+
+
+def test_a_worker_out_of_memory_stays_a_memory_error() -> None:
+    """... but a worker's MemoryError reaches the command as one, for its one out-of-memory
+    line (it was "a task failed in a worker process: MemoryError")."""
+    with pytest.raises(MemoryError, match="no room"), mapper(workers=2) as run:
+        list(run(no_memory_on_two, range(4)))
 
 
 @pytest.mark.parametrize("address", ["tls://h:1", "ucx://h:1"])
