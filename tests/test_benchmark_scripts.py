@@ -291,3 +291,18 @@ def test_run_all_names_the_benchmarks_that_measured_nothing(
     (tmp_path / "bench_b.py").write_text("raise SystemExit(3)\n")
     assert run_all.main() == 1
     assert "failed: bench_b.py" in capsys.readouterr().err
+
+
+def test_the_scale_benchmarks_data_centre_is_a_valid_shared_config(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench_optimize's generated data centre loads, and every host has several NICs (so
+    the reports' per-host work, which was quadratic, is what it times)."""
+    from nictune.model import load_config
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench_optimize = importlib.import_module("bench_optimize")
+    path = tmp_path / "dc.yaml"
+    path.write_text(bench_optimize.datacentre(3))
+    config = load_config(path)
+    assert len(config.transmissions) == 24 and len(config.nics) == 12
+    assert config.several_nics == frozenset({"h0", "h1", "h2"})
