@@ -732,14 +732,16 @@ def window_fraction(packets: Sequence[int], window: int,
     `wakes`: each one's time between wake-ups as a share of its span. The window holds at
     least WAKE_UPS of them (a tick every 160 ms needs 16 s: with fewer, the start-up's
     swings and the ticks' phases against the neighbours' do not average out), unless that
-    is more than MAX_WINDOWS windows in all."""
+    is more than MAX_WINDOWS windows in all.
+
+    Never more than GROWN_PACKETS in all, the memory a longer window may take: a
+    window each of 200 transmissions on one core would be 40 M packets (~3 GB)."""
     if not packets:
         return 1.0
-    by_packets = min(window / max(min(packets), 1),
-                     2.0 * window * len(packets) / max(sum(packets), 1))
-    by_wakes = min(WAKE_UPS * max(wakes, default=0.0),
-                   MAX_WINDOWS * window / max(sum(packets), 1))
-    return min(1.0, max(by_packets, by_wakes))
+    total = max(sum(packets), 1)
+    by_packets = min(window / max(min(packets), 1), 2.0 * window * len(packets) / total)
+    by_wakes = min(WAKE_UPS * max(wakes, default=0.0), MAX_WINDOWS * window / total)
+    return min(1.0, max(by_packets, by_wakes), GROWN_PACKETS / total)
 
 
 def _unsettled(c: Consumer, start_up: tuple[float, float]) -> bool:

@@ -446,6 +446,8 @@ def test_window_fraction_shortens_a_cores_transmissions_alike():
     assert des.window_fraction([1_000, 5_000], 200_000) == 1.0  # all fit: exact
     # the shortest keeps a window, unless that is more than two windows per transmission
     assert des.window_fraction([400_000, 800_000], 200_000) == 0.5
+    # (200 transmissions of 1 M: a window each would be 40 M packets; 20 M at most)
+    assert des.window_fraction([1_000_000] * 200, 200_000) == pytest.approx(0.1)
     assert des.window_fraction([400_000, 10_000_000], 200_000) == pytest.approx(
         2 * 2 * 200_000 / 10_400_000)
 
