@@ -166,13 +166,15 @@ def _cgroup_room(cgroups: Path, root: Path) -> list[int]:
     room = []
     for line in lines:
         _, controllers, path = [*line.split(":", 2), "", ""][:3]
-        rel = path.lstrip("/")
+        # the cgroup's own directory, and the mount's top: a container without a cgroup
+        # namespace sees its host's path in /proc but has its own cgroup mounted there
+        rels = dict.fromkeys([path.lstrip("/"), ""])
         if controllers == "":  # v2, mounted at root or root/unified
             files = [(d / rel / "memory.max", d / rel / "memory.current")
-                     for d in (root, root / "unified")]
+                     for d in (root, root / "unified") for rel in rels]
         elif "memory" in controllers.split(","):
             files = [(root / "memory" / rel / "memory.limit_in_bytes",
-                      root / "memory" / rel / "memory.usage_in_bytes")]
+                      root / "memory" / rel / "memory.usage_in_bytes") for rel in rels]
         else:
             continue
         for limit_file, usage_file in files:

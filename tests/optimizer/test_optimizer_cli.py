@@ -441,6 +441,14 @@ def test_a_containers_memory_limit_caps_the_available_memory(tmp_path: Path,
     assert available_memory(meminfo, cgroups, root) == 3 << 30
     (where / limit).write_text("max\n" if version == "v2" else "9223372036854771712\n")
     assert available_memory(meminfo, cgroups, root) == 256 << 30
+    # a container without a cgroup namespace: /proc names its host's path, the mount's top
+    # is its own cgroup
+    cgroups.write_text(cgroups.read_text().replace("/box", "/docker/abc"))
+    (where / limit).write_text(f"{4 << 30}\n")
+    top = where.parent
+    (top / limit).write_text(f"{2 << 30}\n")
+    (top / usage).write_text(f"{1 << 30}\n")
+    assert available_memory(meminfo, cgroups, root) == 1 << 30
 
 
 def test_without_cpu_affinity_the_cpu_count_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
