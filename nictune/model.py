@@ -185,10 +185,13 @@ class Config:
     source: str = "<config>"
     digest: str = ""
 
+    @cached_property
+    def _by_id(self) -> dict[str, Transmission]:
+        return {t.id: t for t in self.transmissions}
+
     def transmission(self, tid: str) -> Transmission:
-        for t in self.transmissions:
-            if t.id == tid:
-                return t
+        if tid in self._by_id:
+            return self._by_id[tid]
         known = ", ".join(t.id for t in self.transmissions[:10])
         more = ", ..." if len(self.transmissions) > 10 else ""
         raise ConfigError(f"{self.source}: no transmission {tid!r} (known: {known}{more})")

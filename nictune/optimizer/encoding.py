@@ -192,8 +192,8 @@ class Encoding:
 
     def nic_settings(self, genes: np.ndarray | list[float]) -> list[NicSetting]:
         """The setting of every NIC (in `spaces` order)."""
-        return [s.decode(np.asarray(genes, dtype=float)[i * GENES_PER_NIC:
-                                                        (i + 1) * GENES_PER_NIC])
+        row = np.asarray(genes, dtype=float)  # (once: per NIC it made the reports quadratic)
+        return [s.decode(row[i * GENES_PER_NIC:(i + 1) * GENES_PER_NIC])
                 for i, s in enumerate(self.spaces)]
 
     def settings(self, genes: np.ndarray | list[float]) -> list[NicSetting]:
