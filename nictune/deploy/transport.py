@@ -202,8 +202,10 @@ class Connection:
             if isinstance(exc, paramiko.AuthenticationException):
                 raise HostError(h.name, f"authentication failed for {h.user}@{h.address} "
                                         f"with key {h.key_file}") from None
-            if text == "No existing session":  # (paramiko's handshake ended silently:
-                # timed out, or the server closed the connection during it)
+            if text == "No existing session" or text.startswith(
+                    "Error reading SSH protocol banner"):  # (the handshake ended: timed
+                # out, or the server closed the connection during it; which of the two
+                # messages paramiko gives for a silent server is a race between its threads)
                 raise HostError(h.name, f"ssh handshake with {h.address}:{h.port} " + (
                     f"did not complete within {self.connect_timeout:g} s"
                     if time.monotonic() - started >= self.connect_timeout else
