@@ -65,14 +65,23 @@ def errors(config: Config, settings: dict[str, NicSetting]) -> dict[str, Any]:
     des = simulate(config, settings, engine="des")
     des_s = time.perf_counter() - started
     fast = simulate(config, settings, engine="fast")
-    thr, irq, drops = [], [], []
+    cores = config.by_core(config.transmissions, settings)
+    thr, irq, drops, off = [], [], [], []
     for f, d in zip(fast, des, strict=True):
         thr.append(abs(f.throughput_bps - d.throughput_bps) / max(d.throughput_bps, 1.0))
         floor = max(10.0, d.packets_offered / INTERRUPT_FLOOR)
         if max(f.interrupts, d.interrupts) >= floor:
             irq.append(abs(f.interrupts - d.interrupts) / max(d.interrupts, floor))
+            if irq[-1] > 0.05:
+                s = settings[d.transmission]
+                beside = len(cores[(config.nic_of(config.transmission(d.transmission)).host,
+                                    s.irq_core)]) - 1
+                off.append(f"{d.transmission} ({s.describe()}, core {s.irq_core} beside "
+                           f"{beside}): DES {d.interrupts:,.0f}, fast {f.interrupts:,.0f} "
+                           f"({100 * irq[-1]:.0f} %)")
         drops.append(abs(f.packets_dropped - d.packets_dropped) / d.packets_offered)
-    return {"throughput": thr, "interrupts": irq, "drops": drops, "des_s": des_s}
+    return {"throughput": thr, "interrupts": irq, "drops": drops, "des_s": des_s,
+            "interrupts_off": off}
 
 
 def row(label: str, e: dict[str, Any]) -> str:
@@ -101,6 +110,10 @@ def main() -> list[tuple[str, dict[str, Any]]]:
                                                                "drops")}
         print(row(f"all {len(plans)} plans", {**every, "des_s": sum(e["des_s"]
                                                                    for e in plans)}))
+    print("\ninterrupt rows more than 5 % apart:")
+    for label, e in results:
+        for line in e["interrupts_off"]:
+            print(f"- {label}: {line}")
     return results
 
 

@@ -36,7 +36,9 @@ from nictune.simulator import ENGINES
 
 DEFAULTS = Options()
 MAX_WORKERS = 1024
-WORKER_MEMORY = 2 << 30  # bytes a DES worker may take (default_workers)
+# bytes a DES worker may take (default_workers): a window of des.GROWN_PACKETS ×
+# des.PACKET_BYTES (1.6 GB) and the interpreter with its libraries (~0.4 GB)
+WORKER_MEMORY = 2 << 30
 MANY = 500  # transmissions from which writing the results is announced
 
 
@@ -124,8 +126,7 @@ def default_workers(engine: str, verify: str, hosts: int, memory: int | None = N
     """Processes for the DES runs when `--workers` is not given: one per CPU this process
     may use; verifying a fast-engine search runs two DES tasks per host (defaults and
     plan), so no more than that; none are needed without DES runs. And no more than
-    `memory` (bytes; default the node's available memory, where /proc says) allows at
-    WORKER_MEMORY each: a DES run may hold a 20 M-packet window."""
+    `memory` (bytes; default `available_memory()`) allows at WORKER_MEMORY each."""
     if engine != "des" and verify == "none":
         return 1
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
@@ -268,9 +269,8 @@ def run(args: argparse.Namespace) -> int:
             if search.stop_requested:
                 raise KeyboardInterrupt
             checked = time.perf_counter()
-            stage = "while writing the results"
+            stage = "while checking the plan"
             if options.verify == "des":  # (the longest silence of a run: say what it is)
-                stage = "while checking the plan"
                 hosts = len(config.hosts)
                 print(f"checking the plan with the DES: the defaults and the plan of {hosts} "
                       f"host{'s' * (hosts != 1)} on {workers} worker{'s' * (workers != 1)}",

@@ -70,12 +70,13 @@ WAKE_UPS = 100  # wake-ups the window holds at least (`window_fraction`) ...
 ONOFF_CYCLES = 10  # ... and onoff bursts (with their pauses) ...
 MAX_WINDOWS = 20  # ... unless that simulates more than this many windows on a core
 EXACT_PACKETS = 100_000_000  # the most packets of one core an exact run simulates
+PACKET_BYTES = 80  # memory a simulated packet takes (its arrays), about
 MIN_WINDOW_PACKETS = 100  # a window holds at least this many packets of each (or all) ...
 FILL_DROPS = 100  # drops after the start-up that show a ring that filled (`_metrics`)
 EXACT_SHARE = 0.3  # a longer window of at least this share runs exact instead
 WINDOW_GROWTHS = 2  # a window whose queue had not settled is simulated 4x longer, twice
 GROWN_PACKETS = 20_000_000  # ... while the core's longer window holds at most this many
-#   packets (~1.6 GB; a worker per CPU each holding 100 M would need 8 GB each)
+#   packets (× PACKET_BYTES: 1.6 GB; a worker per CPU each holding 100 M took 8 GB each)
 WATERMARK_BATCHES = 16  # ... and at least this many watermarks of a watermark consumer
 
 
@@ -674,7 +675,7 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
         if count > EXACT_PACKETS:
             raise InputError(
                 f"--exact: core {core} of host {host} takes {count:,} packets, more than "
-                f"the {EXACT_PACKETS:,} an exact run holds in memory (~80 bytes each); "
+                f"the {EXACT_PACKETS:,} an exact run holds in memory (~{PACKET_BYTES} bytes each); "
                 "simulate a window instead (no --exact)")
     results: dict[str, Metrics] = {}
     for key, group in groups.items():  # one core at a time: only its arrays in memory

@@ -407,6 +407,11 @@ def test_des_runs_use_the_cpus_by_default() -> None:
 def test_des_workers_fit_the_available_memory(tmp_path: Path) -> None:
     """A DES worker may hold ~2 GB: a worker per CPU on a 64-CPU node with 16 GB free
     would be killed; the default is one per 2 GiB available, at least one."""
+    from nictune.optimizer.cli import WORKER_MEMORY
+    from nictune.simulator import des
+
+    # (a worker's share covers the largest window the DES grows to)
+    assert WORKER_MEMORY >= des.GROWN_PACKETS * des.PACKET_BYTES
     cpus = len(os.sched_getaffinity(0))
     assert default_workers("des", "none", 1, 3 << 30) == 1
     assert default_workers("des", "none", 1, 0) == 1
