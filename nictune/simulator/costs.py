@@ -3,11 +3,14 @@
 The memory-bus factor couples all transmissions of one host: m = max(1, D / (sustainable ·
 bandwidth)), D = Σ λ·s·traffic_per_byte over the host's transmissions that are simulated
 together. Placement scales the per-byte cost. Work per packet w = Tp + s·Tb·p·m.
+A busy-poller's CPU time is the share of its core the others leave it (`pollers_cpu`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+
+import numpy as np
 
 from nictune.model import PLACEMENT_COST, Config, Transmission
 
@@ -32,3 +35,28 @@ def work_per_packet(config: Config, t: Transmission, placement: str, memory: flo
     """w = per_packet + packet_size · per_byte · placement factor · memory factor (s)."""
     c = config.host_of(t).costs
     return c.per_packet + t.packet_size * c.per_byte * PLACEMENT_COST[placement] * memory
+
+
+def pollers_cpu(start: np.ndarray, end: np.ndarray, work: np.ndarray, poll: np.ndarray,
+                same: np.ndarray) -> np.ndarray:
+    """CPU seconds of one host's transmissions with busy-pollers spinning in the time their
+    core is idle (arrays (..., m): first arrival, last delivery, own work, busy_poll or
+    not; `same` (..., m, m): on one core).
+
+    A poller keeps its core busy from its first arrival to its last delivery, but a core
+    is one core: its time is cut where spans start or end; in each piece, what the work
+    there (each transmission's spread evenly over its span) leaves idle is split between
+    the pollers there. A poller takes its own work and its share of that: alone, its whole
+    span; two on one core, half the idle time each. The others keep `work`, so a core's
+    transmissions never use more than its time (unless their work alone does)."""
+    s = np.broadcast_to(start, end.shape)
+    edges = np.sort(np.concatenate([s, end], axis=-1), axis=-1)
+    lo, hi = edges[..., :-1], edges[..., 1:]  # (..., K) pieces
+    there = ((s[..., :, None] <= lo[..., None, :] + 1e-12)
+             & (end[..., :, None] >= hi[..., None, :] - 1e-12))  # (..., m, K)
+    rate = work / np.maximum(end - s, 1e-12)  # each one's work per second
+    busy = np.einsum("...ij,...jk->...ik", same * rate[..., None, :], there)  # (..., m, K)
+    idle = np.clip(1.0 - busy, 0.0, None) * (hi - lo)[..., None, :]
+    crowd = np.einsum("...ij,...jk->...ik", (same & poll[..., None, :]).astype(float), there)
+    spin = (there * idle / np.maximum(crowd, 1.0)).sum(axis=-1)
+    return np.where(poll, np.minimum(work + spin, end - s), work)

@@ -36,7 +36,7 @@ import simpy
 from nictune.errors import InputError
 from nictune.model import Config, NicSetting, Transmission
 from nictune.simulator.arrivals import arrival_times, arrivals_span, onoff_bursts
-from nictune.simulator.costs import memory_factors, work_per_packet
+from nictune.simulator.costs import memory_factors, pollers_cpu, work_per_packet
 from nictune.simulator.des_loop import (
     ACTIVE,
     BATCHED,
@@ -706,7 +706,32 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
         results.update((t.id, _metrics(config, t, c, _start_up(a, arrivals, starts),
                                        alone=len(group) == 1))
                        for t, c, a in zip(group, consumers, arrivals, strict=True))
+    _spin(config, settings, transmissions, results)
     return [results[t.id] for t in transmissions]
+
+
+def _spin(config: Config, settings: Mapping[str, NicSetting],
+          transmissions: list[Transmission], results: dict[str, Metrics]) -> None:
+    """Give each busy-poller in `results` the CPU time its core leaves it (`pollers_cpu`),
+    and its energy with it."""
+    hosts: dict[str, list[Transmission]] = {}
+    for t in transmissions:
+        hosts.setdefault(config.host_of(t).name, []).append(t)
+    for group in hosts.values():
+        ms = [results[t.id] for t in group]
+        poll = np.array([settings[t.id].mode == "busy_poll" for t in group])
+        if not poll.any():
+            continue
+        start = np.array([t.start for t in group])
+        core = np.array([settings[t.id].irq_core for t in group])
+        cpu = pollers_cpu(start, start + np.array([m.duration_s for m in ms]),
+                          np.array([m.cpu_busy_s for m in ms]), poll,
+                          core[:, None] == core[None, :])
+        power = config.host_of(group[0]).power.core_busy
+        for t, m, s in zip(group, ms, cpu.tolist(), strict=True):
+            results[t.id] = replace(m, cpu_busy_s=s,
+                                    cpu_util=s / m.duration_s if m.duration_s > 0 else 0.0,
+                                    energy_j=m.energy_j + power * (s - m.cpu_busy_s))
 
 
 def _start_up(own: np.ndarray, arrivals: Sequence[np.ndarray], starts: Sequence[float]
@@ -935,8 +960,8 @@ def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float
     interrupts, busy, empty = (b * k + (total - b) for b, total, k in zip(
         before, (c.interrupts, c.cpu, c.empty), (ticks, per, ticks), strict=True))
     # (one core: a consumer's work fits in its span; scaled, it can exceed it by a hair)
-    cpu_s = (duration_s if c.mode == "busy_poll" else
-             min(busy, duration_s) if c.n < t.packets else busy)
+    # (a busy-poller's own work here; `_spin` gives it the time its core leaves it)
+    cpu_s = min(busy, duration_s) if c.n < t.packets else busy
     latency = c.finish[ok] - c.A[ok]
     bytes_delivered = float(d * t.packet_size)
     return Metrics(
