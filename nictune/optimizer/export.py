@@ -391,8 +391,8 @@ def core_loads(config: Config, out: Outcome) -> list[str]:
     order = list(config.hosts)
     lines = ["", "CPU per IRQ core, default → optimized (hosts with several NICs): the "
                  "transmissions it serves, the most the CPU shares of those that do not "
-                 "busy-poll add up to at one moment, how many busy-poll (they spin in "
-                 "the core's time the others leave), and "
+                 "busy-poll add up to at one moment, how many busy-poll (the model "
+                 "charges a core per NIC, though it yields to the others' work), and "
                  "the share of their packets dropped.", "",
              "| host | core | default | optimized |", "|---|---|---|---|"]
     for host, core in sorted({key for cores, _ in arms for key in cores},

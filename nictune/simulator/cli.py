@@ -127,7 +127,7 @@ def shared_cores(config: Config, transmissions: Sequence[Transmission],
     if not lines:
         return ""
     return ("IRQ cores taking several transmissions (the most their CPU shares add up to "
-            "at one moment, busy-polling ones apart: they spin in what the others leave; "
+            "at one moment, busy-polling ones apart: the model charges a core per NIC; "
             "the packets they drop):\n" + "\n".join(lines) + "\n")
 
 

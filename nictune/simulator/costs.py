@@ -3,7 +3,7 @@
 The memory-bus factor couples all transmissions of one host: m = max(1, D / (sustainable ·
 bandwidth)), D = Σ λ·s·traffic_per_byte over the host's transmissions that are simulated
 together. Placement scales the per-byte cost. Work per packet w = Tp + s·Tb·p·m.
-A busy-poller's CPU time is the share of its core the others leave it (`pollers_cpu`).
+A busy-polled NIC's transmissions share the core that spins for it (`pollers_cpu`).
 """
 
 from __future__ import annotations
@@ -37,26 +37,29 @@ def work_per_packet(config: Config, t: Transmission, placement: str, memory: flo
     return c.per_packet + t.packet_size * c.per_byte * PLACEMENT_COST[placement] * memory
 
 
-def pollers_cpu(start: np.ndarray, end: np.ndarray, work: np.ndarray, poll: np.ndarray,
-                same: np.ndarray) -> np.ndarray:
-    """CPU seconds of one host's transmissions with busy-pollers spinning in the time their
-    core is idle (arrays (..., m): first arrival, last delivery, own work, busy_poll or
-    not; `same` (..., m, m): on one core).
+def pollers_cpu(start: np.ndarray, end: np.ndarray, work: np.ndarray, same: np.ndarray
+                ) -> np.ndarray:
+    """CPU seconds of one host's transmissions where a busy-polled NIC's transmissions
+    share the one core that spins for it (arrays (..., m): first arrival, last delivery,
+    own work; `same` (..., m, m): both busy-poll on one NIC, a transmission with itself
+    included).
 
-    A poller keeps its core busy from its first arrival to its last delivery, but a core
-    is one core: its time is cut where spans start or end; in each piece, what the work
-    there (each transmission's spread evenly over its span) leaves idle is split between
-    the pollers there. A poller takes its own work and its share of that: alone, its whole
-    span; two on one core, half the idle time each. The others keep `work`, so a core's
-    transmissions never use more than its time (unless their work alone does)."""
+    A busy-polled NIC keeps one core busy from its first transmission's first arrival to
+    its last one's last delivery. Its time is cut where their spans start or end; in each
+    piece, what the work there (each transmission's spread evenly over its span) leaves
+    idle is split between the transmissions there. Each takes its own work and its share
+    of that: alone, its whole span. The NICs of a core are charged a core each, as a
+    poller needs one to itself (the model's cores share the work as if the spinning
+    yielded, not the time slices of spinners on one core). The others keep `work`."""
     s = np.broadcast_to(start, end.shape)
     edges = np.sort(np.concatenate([s, end], axis=-1), axis=-1)
     lo, hi = edges[..., :-1], edges[..., 1:]  # (..., K) pieces
     there = ((s[..., :, None] <= lo[..., None, :] + 1e-12)
-             & (end[..., :, None] >= hi[..., None, :] - 1e-12))  # (..., m, K)
+             & (end[..., :, None] >= hi[..., None, :] - 1e-12)).astype(float)  # (..., m, K)
     rate = work / np.maximum(end - s, 1e-12)  # each one's work per second
-    busy = np.einsum("...ij,...jk->...ik", same * rate[..., None, :], there)  # (..., m, K)
+    busy = np.einsum("...ij,...jk->...ik", same * rate[..., None, :], there)
+    crowd = np.einsum("...ij,...jk->...ik", same.astype(float), there)
     idle = np.clip(1.0 - busy, 0.0, None) * (hi - lo)[..., None, :]
-    crowd = np.einsum("...ij,...jk->...ik", (same & poll[..., None, :]).astype(float), there)
     spin = (there * idle / np.maximum(crowd, 1.0)).sum(axis=-1)
+    poll = np.diagonal(same, axis1=-2, axis2=-1)
     return np.where(poll, np.minimum(work + spin, end - s), work)

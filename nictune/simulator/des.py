@@ -712,21 +712,18 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
 
 def _spin(config: Config, settings: Mapping[str, NicSetting],
           transmissions: list[Transmission], results: dict[str, Metrics]) -> None:
-    """Give each busy-poller in `results` the CPU time its core leaves it (`pollers_cpu`),
-    and its energy with it."""
-    hosts: dict[str, list[Transmission]] = {}
+    """Give each busy-poller in `results` its share of the one core that spins for its NIC
+    (`pollers_cpu`), and its energy with it."""
+    nics: dict[str, list[Transmission]] = {}
     for t in transmissions:
-        hosts.setdefault(config.host_of(t).name, []).append(t)
-    for group in hosts.values():
+        if settings[t.id].mode == "busy_poll":
+            nics.setdefault(t.nic, []).append(t)
+    for group in nics.values():
         ms = [results[t.id] for t in group]
-        poll = np.array([settings[t.id].mode == "busy_poll" for t in group])
-        if not poll.any():
-            continue
         start = np.array([t.start for t in group])
-        core = np.array([settings[t.id].irq_core for t in group])
         cpu = pollers_cpu(start, start + np.array([m.duration_s for m in ms]),
-                          np.array([m.cpu_busy_s for m in ms]), poll,
-                          core[:, None] == core[None, :])
+                          np.array([m.cpu_busy_s for m in ms]),
+                          np.ones((len(group), len(group)), dtype=bool))
         power = config.host_of(group[0]).power.core_busy
         for t, m, s in zip(group, ms, cpu.tolist(), strict=True):
             results[t.id] = replace(m, cpu_busy_s=s,
@@ -960,7 +957,7 @@ def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float
     interrupts, busy, empty = (b * k + (total - b) for b, total, k in zip(
         before, (c.interrupts, c.cpu, c.empty), (ticks, per, ticks), strict=True))
     # (one core: a consumer's work fits in its span; scaled, it can exceed it by a hair)
-    # (a busy-poller's own work here; `_spin` gives it the time its core leaves it)
+    # (a busy-poller's own work here; `_spin` gives it its share of its NIC's core)
     cpu_s = min(busy, duration_s) if c.n < t.packets else busy
     latency = c.finish[ok] - c.A[ok]
     bytes_delivered = float(d * t.packet_size)

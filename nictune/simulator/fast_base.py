@@ -69,6 +69,7 @@ class Workload:
     arrival: np.ndarray  # index into ARRIVALS
     start: np.ndarray
     host: np.ndarray  # host index
+    nic: np.ndarray  # NIC index
     ti: np.ndarray
     tp: np.ndarray
     tb_mem: np.ndarray  # per_byte · memory factor
@@ -82,6 +83,7 @@ class Workload:
     def build(cls, config: Config, transmissions: list[Transmission]) -> Workload:
         mem = memory_factors(config, transmissions)
         hosts = {name: i for i, name in enumerate(config.hosts)}
+        nics = {name: i for i, name in enumerate(config.nics)}
         rows = []
         for t in transmissions:
             host, nic = config.host_of(t), config.nic_of(t)
@@ -104,7 +106,8 @@ class Workload:
                 rate = local
             rows.append((n, t.packet_size, rate, t.rate, local, span, bursts, per_burst, on,
                          off, cycle,
-                         ARRIVALS.index(arrival), t.start, hosts[host.name], c.irq,
+                         ARRIVALS.index(arrival), t.start, hosts[host.name], nics[t.nic],
+                         c.irq,
                          c.per_packet, c.per_byte * mem[t.id], c.poll_check,
                          host.backlog_slots, nic.idle_power(host), host.power.core_busy))
         cols = [np.array(c, dtype=float) for c in zip(*rows, strict=True)]
@@ -112,6 +115,7 @@ class Workload:
         values = dict(zip(names, cols, strict=True))
         values["arrival"] = values["arrival"].astype(np.int64)
         values["host"] = values["host"].astype(np.int64)
+        values["nic"] = values["nic"].astype(np.int64)
         groups = tuple(np.flatnonzero(values["host"] == h) for h in np.unique(values["host"]))
         return cls(groups=tuple(g for g in groups if g.size > 1), **values)
 

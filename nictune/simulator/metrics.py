@@ -71,7 +71,7 @@ class CoreLoad:
     """What one IRQ core's transmissions ask of it (`core_load`)."""
 
     peak: float  # the largest sum of CPU shares at one moment, busy-pollers left out
-    busy_polling: int  # how many busy-poll (they spin in what the others leave)
+    busy_polling: int  # how many busy-poll (the model charges a core per NIC)
     dropped: int
     offered: int
 
@@ -86,8 +86,8 @@ class CoreLoad:
 def core_load(metrics: Sequence[Metrics], starts: Sequence[float]) -> CoreLoad:
     """One core's transmissions, each running from its start for its duration: the
     largest sum of the CPU shares of those running at one moment (a share is of its own
-    duration; busy-pollers, which spin in whatever the others leave of the core, are
-    counted apart), and their packets dropped and offered."""
+    duration; busy-pollers, which the model charges a core per NIC though they yield to
+    the others' work, are counted apart), and their packets dropped and offered."""
     spans = [(start, start + m.duration_s, m.cpu_util)
              for m, start in zip(metrics, starts, strict=True)
              if m.setting.mode != "busy_poll"]

@@ -8,7 +8,7 @@ be told apart from the per-run constant), then fits the consumer's CPU time per 
     cpu_s ≈ irq · wake-ups + per_packet · packets + per_byte · bytes
 
 by non-negative least squares (`scipy.optimize.nnls`, columns scaled) over the blocking
-modes (busy_poll spins: in the model its CPU is its core's idle time too, not a sum of costs).
+modes (busy_poll spins: its CPU is the whole duration in the model, not a sum of costs).
 The four coefficients are told apart only by a sweep of >= 2 packet sizes (bytes vs
 packets), >= 2 packet counts (packets vs the per-run constant) and >= 2 blocking modes
 (their wake-ups per packet differ: irq vs per_packet); such a sweep is required before
