@@ -285,11 +285,8 @@ class Connection:
         started = time.monotonic()
         try:
             channel = self.client.get_transport().open_session(  # type: ignore[union-attr]
-                timeout=self.connect_timeout)
-            channel.exec_command(full)
-            if stdin is not None:
-                channel.sendall(stdin)
-            channel.shutdown_write()
+                timeout=min(self.connect_timeout, limit))
+            self._start(channel, full, stdin, limit, line)
             out, err = bytearray(), bytearray()
             while True:
                 # sshd may send the exit status before the last output: done only at EOF.
@@ -331,6 +328,38 @@ class Connection:
         if check and not result.ok:
             raise HostError(self.host.name, f"{line[:120]!r} failed: {result.error_line()}")
         return result
+
+    def _start(self, channel: paramiko.Channel, full: str, stdin: bytes | None, limit: float,
+               line: str) -> None:
+        """Ask for `full` on `channel` and send its input, within `limit` s. paramiko waits
+        for the exec request's answer without a timeout: a link that went down after the
+        channel opened hung a deploy until TCP gave up, with the request still queued to be
+        delivered late. A watchdog closes the channel instead, and the session is dropped
+        (`abort`: nothing queued is delivered after the guard timer restored the host)."""
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            channel.close()
+
+        watchdog = threading.Timer(limit, expire)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            channel.exec_command(full)
+            if stdin is not None:
+                channel.sendall(stdin)
+            channel.shutdown_write()
+        except (paramiko.SSHException, OSError, EOFError):
+            if not expired.is_set():
+                raise
+        finally:
+            watchdog.cancel()
+            watchdog.join()  # (an expiry under way has closed the channel when it returns)
+        if expired.is_set():
+            self.abort()
+            raise CommandTimeout(self.host.name, f"the host did not start the command within "
+                                                 f"{limit:g} s: {line[:120]}")
 
     # ------------------------------------------------------------------ files
     def read_file(self, path: str, *, missing_ok: bool = True) -> str | None:

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import paramiko
 import pytest
 import yaml
 
@@ -475,6 +476,45 @@ def test_transport_failures_named_for_what_they_are(lab: Lab, tmp_path: Path) ->
         os.kill(sshd, signal.SIGCONT)
     with Connection(host) as conn:
         assert conn.run("true").ok
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below `pid` (an sshd listener's per-session processes)."""
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    kids = [int(p) for p in out.split()]
+    return kids + [d for k in kids for d in _descendants(k)]
+
+
+def test_a_command_the_host_never_answers_times_out(lab: Lab,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by `make bench` (a fault trial hung for 10 minutes): paramiko waits for the
+    answer to an exec request without a timeout, so a link that went down after the
+    channel opened hung the deploy. The session's sshd is stopped at that moment here
+    (real sshd, real paramiko; only the moment of the fault is chosen)."""
+    host = load_inventory(lab.inventory).hosts["rx1"]
+    sshd = lab.host("rx1").sshd_pid
+    stopped: list[int] = []
+    original = paramiko.Channel.exec_command
+
+    def stop_then_exec(channel: paramiko.Channel, command: str) -> None:
+        stopped.extend(_descendants(sshd))
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        original(channel, command)
+
+    with Connection(host) as conn:
+        monkeypatch.setattr(paramiko.Channel, "exec_command", stop_then_exec)
+        started = time.monotonic()
+        try:
+            with pytest.raises(CommandTimeout, match=r"did not start the command within 1 s"):
+                conn.run("true", timeout=1)
+        finally:
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
+            monkeypatch.undo()
+        assert stopped and time.monotonic() - started < 5
+        assert not conn.connected  # (dropped: nothing queued is delivered late)
+        assert conn.reconnect_if_lost().run("echo again").stdout == "again\n"
 
 
 def test_transport_output_timeout_and_sudo(lab: Lab) -> None:
