@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import paramiko
 from paramiko.hostkeys import InvalidHostKey
@@ -373,18 +374,15 @@ class Connection:
         return res.stdout
 
     def put(self, local: str, remote: str) -> None:
-        """Copy a local file to the host over SFTP (files the login user may write)."""
-        self._sftp("put", local, remote)
-
-    def get(self, remote: str, local: str) -> None:
-        """Copy a remote file to a local path over SFTP."""
-        self._sftp("get", remote, local)
-
-    def _sftp(self, verb: str, source: str, target: str) -> None:
-        """One SFTP transfer; its failure a HostError naming both paths."""
+        """Copy a local file to the host as the login user (files it may write), as a
+        command's input: within the command timeout like any command (paramiko's SFTP
+        waits for its answers without one); a failure is a HostError naming both paths."""
         try:
-            with self.client.open_sftp() as sftp:
-                getattr(sftp, verb)(source, target)
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise HostError(self.host.name, f"sftp {verb} {source} -> {target} failed: "
-                                            f"{_reason(exc)}") from None
+            data = Path(local).read_bytes()
+        except OSError as exc:
+            raise HostError(self.host.name, f"copy {local} -> {remote} failed: "
+                                            f"{exc.strerror or exc}") from None
+        res = self.run(["sh", "-c", 'cat > "$1"', "sh", remote], sudo=False, stdin=data)
+        if not res.ok:
+            raise HostError(self.host.name, f"copy {local} -> {remote} failed: "
+                                            f"{res.error_line()}")

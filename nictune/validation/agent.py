@@ -1,7 +1,7 @@
 """The receiving agent: count one transmission's UDP packets in a given receive mode.
 
 Standard library only; the validator ships this file (with `pfring.py` beside it) to the
-receiving host over SFTP and runs it as
+receiving host over its SSH session and runs it as
 `python3 agent.py --iface IFACE --port PORT --mode MODE --json`.
 
 Back ends, in order of preference:

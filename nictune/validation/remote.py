@@ -98,7 +98,7 @@ def ipv4_address(ip_addr: str) -> str:
 
 def _private_directory(conn: Connection, host: HostInventory) -> str:
     """A new directory only the login user can write (`mktemp -d`, as that user: the files
-    are copied over SFTP as the login user, and the agent in it runs as root)."""
+    are copied as the login user, and the agent in it runs as root)."""
     parent = host.remote_path("/tmp")
     conn.run(["mkdir", "-p", parent], sudo=False, check=True)
     res = conn.run(["mktemp", "-d", f"{parent}/{AGENT_DIR_PREFIX}XXXXXX"], sudo=False,

@@ -533,5 +533,5 @@ def test_transport_output_timeout_and_sudo(lab: Lab) -> None:
             res = conn.run("id -u; echo $NICTUNE_SSH", sudo=True)
             assert res.stdout.split()[0] == "0" and lab.host("rx1").address in res.stdout
         # a transfer the host refuses is one HostError naming both ends, not paramiko's
-        with pytest.raises(HostError, match=r"sftp put /etc/hostname -> /nonexistent/x failed"):
+        with pytest.raises(HostError, match=r"copy /etc/hostname -> /nonexistent/x failed"):
             conn.put("/etc/hostname", "/nonexistent/x")
