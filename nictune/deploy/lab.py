@@ -34,6 +34,7 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -543,9 +544,37 @@ def _teardown(lab: Lab) -> list[str]:
 
 @contextlib.contextmanager
 def lab_hosts(directory: str | Path, hosts: int = 3, prefix: str | None = None) -> Iterator[Lab]:
-    """`with lab_hosts(tmp_path, hosts=2) as lab:` — a lab that is torn down afterwards."""
-    lab = lab_up(directory, hosts=hosts, prefix=prefix)
+    """`with lab_hosts(tmp_path, hosts=2) as lab:` — a lab that is torn down afterwards,
+    SIGTERM included: in a main thread that left SIGTERM at its default, it stops the
+    block as Ctrl-C does (a benchmark killed by `timeout` or a CI runner left its
+    namespaces and sshds behind)."""
+    with _sigterm_interrupts():
+        lab = lab_up(directory, hosts=hosts, prefix=prefix)
+        try:
+            yield lab
+        finally:
+            lab_down(directory)
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt in this process (not in a forked child) while the
+    block runs, where SIGTERM is at its default in the main thread; else nothing."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+    pid = os.getpid()
+
+    def interrupt(signum: int, _frame: object) -> None:
+        if os.getpid() != pid:  # (a forked child: die as usual)
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
     try:
-        yield lab
+        yield
     finally:
-        lab_down(directory)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

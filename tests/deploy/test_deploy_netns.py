@@ -442,6 +442,29 @@ def test_sigterm_during_lab_up_tears_it_down(tmp_path: Path) -> None:
     assert netns_of(ident) == [] and not (d / "lab.json").exists()
 
 
+def test_sigterm_inside_lab_hosts_tears_the_lab_down(tmp_path: Path) -> None:
+    """A benchmark killed with SIGTERM inside `with lab_hosts(...)` (make bench stopped
+    by hand) left its namespaces and sshds behind: SIGTERM's default ends Python without
+    running `finally`."""
+    ident = f"lt{os.getpid() % 100000}"
+    d = tmp_path / "lab"
+    script = ("import sys, time\nfrom nictune.deploy.lab import lab_hosts\n"
+              f"with lab_hosts({str(d)!r}, hosts=2, prefix={ident!r}):\n"
+              "    print('up', flush=True)\n    time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "up\n"
+        assert len(netns_of(ident)) == 3
+    except AssertionError:
+        proc.kill()
+        raise
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    assert netns_of(ident) == [] and not (d / "lab.json").exists()
+
+
 def test_lab_down_by_prefix_when_its_directory_is_gone(tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]
                                                        ) -> None:
