@@ -335,13 +335,16 @@ class Connection:
         """Ask for `full` on `channel` and send its input, within `limit` s. paramiko waits
         for the exec request's answer without a timeout: a link that went down after the
         channel opened hung a deploy until TCP gave up, with the request still queued to be
-        delivered late. A watchdog closes the channel instead, and the session is dropped
-        (`abort`: nothing queued is delivered after the guard timer restored the host)."""
+        delivered late. A watchdog drops the session instead (`abort`: SO_LINGER 0, so
+        nothing queued is delivered after the guard timer restored the host). Closing the
+        channel alone is not enough: a send stuck on a dead link holds the transport's
+        send lock, which the channel's close message waits for."""
         expired = threading.Event()
 
         def expire() -> None:
             expired.set()
-            channel.close()
+            with contextlib.suppress(Exception):  # (the transport may be dying itself)
+                self.abort()
 
         watchdog = threading.Timer(limit, expire)
         watchdog.daemon = True
