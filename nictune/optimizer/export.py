@@ -407,7 +407,7 @@ def core_cell(ids: list[str], config: Config, by_id: Mapping[str, Metrics]) -> s
     """Transmissions `ids` of one core: the ids, then `core_load` ("—" if none)."""
     if not ids:
         return "—"
-    load = core_load([by_id[i] for i in ids], [config.transmission(i).start for i in ids])
+    load = core_load([by_id[i] for i in ids], [config.transmission(i) for i in ids])
     return f"{', '.join(ids)}: {load.describe()}"
 
 

@@ -114,13 +114,13 @@ def shared_cores(config: Config, transmissions: Sequence[Transmission],
     (a host's, simulated together): how many (and how many of them the table shows), and
     `core_load`."""
     shown = {t.id for t in selected}
-    start = {t.id: t.start for t in transmissions}
+    by_tid = {t.id: t for t in transmissions}
     lines = []
     cores = config.by_core(transmissions, {t.id: by_id[t.id].setting for t in transmissions})
     for (host, core), ids in cores.items():
         k = len(shown.intersection(ids))
         if len(ids) > 1 and k:
-            load = core_load([by_id[i] for i in ids], [start[i] for i in ids])
+            load = core_load([by_id[i] for i in ids], [by_tid[i] for i in ids])
             lines.append(f"  {host} core {core}: {len(ids)} transmissions"
                          + (f" ({k} shown)" if k < len(ids) else "")
                          + f", {load.describe()}")

@@ -57,9 +57,9 @@ def pollers_cpu(start: np.ndarray, end: np.ndarray, work: np.ndarray, same: np.n
     there = ((s[..., :, None] <= lo[..., None, :] + 1e-12)
              & (end[..., :, None] >= hi[..., None, :] - 1e-12)).astype(float)  # (..., m, K)
     rate = work / np.maximum(end - s, 1e-12)  # each one's work per second
-    busy = (same * rate[..., None, :]) @ there
+    busy = np.where(same, rate[..., None, :], 0.0) @ there  # (NaN elsewhere stays there)
     crowd = same.astype(float) @ there
     idle = np.clip(1.0 - busy, 0.0, None) * (hi - lo)[..., None, :]
-    spin = (there * idle / np.maximum(crowd, 1.0)).sum(axis=-1)
+    spin = np.where(there > 0, idle / np.maximum(crowd, 1.0), 0.0).sum(axis=-1)
     poll = np.diagonal(same, axis1=-2, axis2=-1)
     return np.where(poll, np.minimum(work + spin, end - s), work)

@@ -713,11 +713,11 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
 def _spin(config: Config, settings: Mapping[str, NicSetting],
           transmissions: list[Transmission], results: dict[str, Metrics]) -> None:
     """Give each busy-poller in `results` its share of the one core that spins for its NIC
-    (`pollers_cpu`), and its energy with it."""
-    nics: dict[str, list[Transmission]] = {}
-    for t in transmissions:
+    on its IRQ core (`pollers_cpu`), and its energy with it."""
+    nics: dict[tuple[str, int], list[Transmission]] = {}
+    for t in transmissions:  # (a NIC's pollers on one IRQ core: one core between them)
         if settings[t.id].mode == "busy_poll":
-            nics.setdefault(t.nic, []).append(t)
+            nics.setdefault((t.nic, settings[t.id].irq_core), []).append(t)
     for group in nics.values():
         ms = [results[t.id] for t in group]
         start = np.array([t.start for t in group])

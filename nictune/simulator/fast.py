@@ -301,7 +301,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     res["interrupts"] = np.where(pas, np.minimum(res["interrupts"], ticks), res["interrupts"])
     res["empty"] = np.minimum(res["empty"], res["interrupts"])
     _first_wake(wl, b, w, pas, wat & (wl.n[None, :] < wm), period, tau, res)
-    return _outputs(wl, res, w, bus, act)
+    return _outputs(wl, res, w, bus, act, b.irq_core)
 
 
 def _first_wake(wl: Workload, b: SettingBatch, w: np.ndarray, pas: np.ndarray,
@@ -422,8 +422,9 @@ def _drains_alone(wl: Workload, flat: dict[str, np.ndarray], res: dict[str, np.n
 
 
 def _outputs(wl: Workload, res: dict[str, np.ndarray], w: np.ndarray, bus: np.ndarray,
-             act: np.ndarray) -> dict[str, np.ndarray]:
-    """The Metrics fields from the modes' results (all arrays (P, T))."""
+             act: np.ndarray, core: np.ndarray) -> dict[str, np.ndarray]:
+    """The Metrics fields from the modes' results (all arrays (P, T); `core` the IRQ
+    cores)."""
     shape = w.shape
     n, ti = wl.n[None, :], wl.ti[None, :]
     stranded = res["stranded"]
@@ -437,10 +438,11 @@ def _outputs(wl: Workload, res: dict[str, np.ndarray], w: np.ndarray, bus: np.nd
     duration = np.maximum(duration, cpu)  # a core does at most one second of work a second
     work = cpu
     cpu = np.where(bus, duration, work)  # (a poller alone spins for its whole span)
-    for cols in wl.groups:  # (a NIC's pollers: one core between them)
-        poll, nic = bus[:, cols], wl.nic[cols]
+    for cols in wl.groups:  # (a NIC's pollers on one IRQ core: one core between them)
+        poll, nic, on = bus[:, cols], wl.nic[cols], core[:, cols]
         if poll.any() and np.unique(nic).size < cols.size:
-            same = poll[:, :, None] & poll[:, None, :] & (nic[:, None] == nic[None, :])
+            same = (poll[:, :, None] & poll[:, None, :] & (nic[:, None] == nic[None, :])
+                    & (on[:, :, None] == on[:, None, :]))
             cpu[:, cols] = pollers_cpu(wl.start[cols], wl.start[cols] + duration[:, cols],
                                        work[:, cols], same)
     pos = np.maximum(duration, TINY)

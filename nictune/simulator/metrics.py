@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nictune.model import NicSetting
+from nictune.model import NicSetting, Transmission
 
 CONTRACT_KEYS = (
     "transmission", "engine", "setting", "packets_offered", "packets_delivered",
@@ -71,27 +71,29 @@ class CoreLoad:
     """What one IRQ core's transmissions ask of it (`core_load`)."""
 
     peak: float  # the largest sum of CPU shares at one moment, busy-pollers left out
-    busy_polling: int  # how many busy-poll (the model charges a core per NIC)
+    busy_polling: int  # how many NICs busy-poll there (the model charges a core each)
     dropped: int
     offered: int
 
     def describe(self) -> str:
-        """E.g. `107 % + 2 busy-polling, 8.1 % dropped`."""
+        """E.g. `107 % + 2 busy-polled NICs, 8.1 % dropped`."""
         return (f"{100 * self.peak:.3g} %"
-                + (f" + {self.busy_polling} busy-polling" if self.busy_polling else "")
+                + (f" + {self.busy_polling} busy-polled NIC"
+                   + ("s" * (self.busy_polling > 1)) if self.busy_polling else "")
                 + (f", {100 * self.dropped / max(self.offered, 1):.2g} % dropped"
                    if self.dropped else ""))
 
 
-def core_load(metrics: Sequence[Metrics], starts: Sequence[float]) -> CoreLoad:
+def core_load(metrics: Sequence[Metrics], transmissions: Sequence[Transmission]) -> CoreLoad:
     """One core's transmissions, each running from its start for its duration: the
     largest sum of the CPU shares of those running at one moment (a share is of its own
     duration; busy-pollers, which the model charges a core per NIC though they yield to
-    the others' work, are counted apart), and their packets dropped and offered."""
-    spans = [(start, start + m.duration_s, m.cpu_util)
-             for m, start in zip(metrics, starts, strict=True)
-             if m.setting.mode != "busy_poll"]
+    the others' work, are counted apart, as their NICs), and their packets dropped and
+    offered."""
+    pairs = list(zip(metrics, transmissions, strict=True))
+    spans = [(t.start, t.start + m.duration_s, m.cpu_util)
+             for m, t in pairs if m.setting.mode != "busy_poll"]
     peak = max((sum(u for a, b, u in spans if a <= x < b) for x, _, _ in spans), default=0.0)
-    return CoreLoad(peak, sum(m.setting.mode == "busy_poll" for m in metrics),
+    return CoreLoad(peak, len({t.nic for m, t in pairs if m.setting.mode == "busy_poll"}),
                     sum(m.packets_dropped for m in metrics),
                     sum(m.packets_offered for m in metrics))

@@ -218,7 +218,7 @@ def test_the_summary_shows_each_shared_cores_load(search: Search) -> None:
     assert set(rows) == {("| shared", "0"), ("| shared", "1")}  # no solo host
     c_cpu = 100 * out.optimized[2].cpu_util
     assert rows["| shared", "0"].endswith(
-        f" | c: {100 * out.default[2].cpu_util:.3g} % | c, d: {c_cpu:.3g} % + 1 busy-polling |")
+        f" | c: {100 * out.default[2].cpu_util:.3g} % | c, d: {c_cpu:.3g} % + 1 busy-polled NIC |")
     assert rows["| shared", "1"].endswith(
         f" | d: {100 * out.default[3].cpu_util:.3g} % | — |")
     # the packets the core's transmissions drop, as a share of theirs
@@ -227,7 +227,7 @@ def test_the_summary_shows_each_shared_cores_load(search: Search) -> None:
                                      plan.optimized[3]])
     share = 100 * 100 / (out.optimized[2].packets_offered + out.optimized[3].packets_offered)
     text = table(search.config, lossy, "fast").split("CPU per IRQ core")[1]
-    assert f" | c, d: {c_cpu:.3g} % + 1 busy-polling, {share:.2g} % dropped |" in text
+    assert f" | c, d: {c_cpu:.3g} % + 1 busy-polled NIC, {share:.2g} % dropped |" in text
 
 
 def test_one_packet_transfers_stay_out_of_the_mean_improvement(search: Search) -> None:

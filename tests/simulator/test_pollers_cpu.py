@@ -10,6 +10,7 @@ import pytest
 from nictune.model import NicSetting, parse_config
 from nictune.simulator import simulate
 from nictune.simulator.costs import pollers_cpu
+from nictune.simulator.metrics import core_load
 
 POLL = NicSetting("busy_poll")
 
@@ -83,3 +84,30 @@ def test_a_nics_later_transmission_shares_its_core_only_while_both_arrive(engine
     both = first.duration_s - 0.1  # (each span lasts about 0.2 s)
     assert first.cpu_busy_s == pytest.approx(0.1 + both / 2, rel=0.01)
     assert second.cpu_busy_s == pytest.approx(both / 2 + (second.duration_s - both), rel=0.01)
+
+
+def test_a_nan_span_spoils_only_its_own_transmission():
+    start, end = np.zeros(3), np.array([1.0, 1.0, np.nan])  # t2 does not poll
+    nic = np.array([[1, 1, 0], [1, 1, 0], [0, 0, 0]], dtype=bool)
+    cpu = pollers_cpu(start, end, np.array([0.1, 0.2, np.nan]), nic)
+    assert cpu[:2].tolist() == pytest.approx([0.45, 0.55])
+    assert np.isnan(cpu[2])
+
+
+@pytest.mark.parametrize("engine", ["des", "fast"])
+def test_a_nics_pollers_on_different_cores_are_a_core_each(engine):
+    apart = simulate(config([0, 0]), {"t0": POLL, "t1": NicSetting("busy_poll", irq_core=1)},
+                     engine=engine, exact=True)
+    for m in apart:
+        assert m.cpu_util == pytest.approx(1.0)
+
+
+def test_core_load_counts_busy_polled_nics_not_transmissions():
+    cfg = config([0, 0, 1])
+    settings = {"t0": POLL, "t1": POLL, "t2": POLL}
+    metrics = simulate(cfg, settings, engine="fast", exact=True)
+    load = core_load(metrics, cfg.transmissions)
+    assert load.busy_polling == 2
+    assert load.describe().endswith(" + 2 busy-polled NICs")
+    assert core_load(metrics[:2], cfg.transmissions[:2]).describe().endswith(
+        " + 1 busy-polled NIC")

@@ -301,7 +301,7 @@ def test_the_table_says_which_cores_take_several_transmissions(cfg, tmp_path, ca
     path = _one_core(tmp_path, default={"mode": "busy_poll"})
     a, b = results(capsys, path, "--engine", "fast")
     assert _core_line(capsys, path) == (f"  h core 0: 2 transmissions, "
-                                        f"{100 * a['cpu_util']:.3g} % + 1 busy-polling")
+                                        f"{100 * a['cpu_util']:.3g} % + 1 busy-polled NIC")
     path = _one_core(tmp_path, default=passive, rate="1500kpps")
     a, b = results(capsys, path, "--engine", "fast")
     dropped = a["packets_dropped"] + b["packets_dropped"]
