@@ -18,7 +18,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from nictune.errors import RunError
 
 CONNECT_TIMEOUT = 10.0
 COMMAND_TIMEOUT = 30.0
+CLOSE_TIMEOUT = 5.0  # s for a timed-out command's channel to close before the session goes
 _CLONE_NEWNET = 0x40000000
 # paramiko logs a traceback when a peer resets the connection; we report it ourselves.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -287,7 +288,7 @@ class Connection:
         try:
             channel = self.client.get_transport().open_session(  # type: ignore[union-attr]
                 timeout=min(self.connect_timeout, limit))
-            self._start(channel, full, stdin, limit, line)
+            self._start(channel, full, stdin, started + limit - time.monotonic(), limit, line)
             out, err = bytearray(), bytearray()
             while True:
                 # sshd may send the exit status before the last output: done only at EOF.
@@ -306,7 +307,8 @@ class Connection:
                 if ended and not busy:
                     break
                 if time.monotonic() - started > limit:
-                    channel.close()
+                    # (closing waits for a key exchange under way: on a dead link, 30 s)
+                    self._within(CLOSE_TIMEOUT, channel.close)
                     raise CommandTimeout(self.host.name,
                                          f"command timed out after {limit:g} s: {line[:120]}")
                 if not busy:
@@ -330,15 +332,40 @@ class Connection:
             raise HostError(self.host.name, f"{line[:120]!r} failed: {result.error_line()}")
         return result
 
-    def _start(self, channel: paramiko.Channel, full: str, stdin: bytes | None, limit: float,
-               line: str) -> None:
-        """Ask for `full` on `channel` and send its input, within `limit` s. paramiko waits
-        for the exec request's answer without a timeout: a link that went down after the
-        channel opened hung a deploy until TCP gave up, with the request still queued to be
-        delivered late. A watchdog drops the session instead (`abort`: SO_LINGER 0, so
-        nothing queued is delivered after the guard timer restored the host). Closing the
-        channel alone is not enough: a send stuck on a dead link holds the transport's
-        send lock, which the channel's close message waits for."""
+    def _start(self, channel: paramiko.Channel, full: str, stdin: bytes | None,
+               remaining: float, limit: float, line: str) -> None:
+        """Ask for `full` on `channel` and send its input, within the `remaining` s of the
+        command's `limit`. paramiko waits for the exec request's answer without a timeout: a
+        link that went down after the channel opened hung a deploy until TCP gave up, with
+        the request still queued to be delivered late; `_within` drops the session instead.
+        A command that ends without reading all its input (a refused copy) closes the
+        channel under the send: its exit status and stderr then say why."""
+        started = False
+
+        def send() -> None:
+            nonlocal started
+            channel.exec_command(full)
+            started = True
+            if stdin is not None:
+                try:
+                    channel.sendall(stdin)
+                except (paramiko.SSHException, OSError):
+                    if not channel.closed:
+                        raise
+            if not channel.closed:
+                channel.shutdown_write()
+
+        if self._within(remaining, send):
+            raise CommandTimeout(self.host.name, (
+                "the host did not take the command's input" if started else
+                "the host did not start the command") + f" within {limit:g} s: {line[:120]}")
+
+    def _within(self, seconds: float, step: Callable[[], None]) -> bool:
+        """Run `step`; if it has not returned after `seconds`, drop the session (`abort`:
+        SO_LINGER 0, so nothing queued is delivered after the guard timer restored the
+        host), which ends it. Whether that happened. Closing a channel alone is not
+        enough: a send stuck on a dead link holds the transport's send lock, which the
+        channel's close message waits for."""
         expired = threading.Event()
 
         def expire() -> None:
@@ -346,24 +373,20 @@ class Connection:
             with contextlib.suppress(Exception):  # (the transport may be dying itself)
                 self.abort()
 
-        watchdog = threading.Timer(limit, expire)
+        watchdog = threading.Timer(max(seconds, 0.0), expire)
         watchdog.daemon = True
         watchdog.start()
         try:
-            channel.exec_command(full)
-            if stdin is not None:
-                channel.sendall(stdin)
-            channel.shutdown_write()
+            step()
         except (paramiko.SSHException, OSError, EOFError):
             if not expired.is_set():
                 raise
         finally:
             watchdog.cancel()
-            watchdog.join()  # (an expiry under way has closed the channel when it returns)
+            watchdog.join()  # (an expiry under way has dropped the session when it returns)
         if expired.is_set():
             self.abort()
-            raise CommandTimeout(self.host.name, f"the host did not start the command within "
-                                                 f"{limit:g} s: {line[:120]}")
+        return expired.is_set()
 
     # ------------------------------------------------------------------ files
     def read_file(self, path: str, *, missing_ok: bool = True) -> str | None:

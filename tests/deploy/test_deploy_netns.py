@@ -540,7 +540,40 @@ def test_a_command_the_host_never_answers_times_out(lab: Lab,
         assert conn.reconnect_if_lost().run("echo again").stdout == "again\n"
 
 
-def test_transport_output_timeout_and_sudo(lab: Lab) -> None:
+def test_input_the_host_stops_taking_times_out(lab: Lab, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a review: a copy stalled after the command started was reported as "the
+    host did not start the command". The session's sshd is stopped once the command has
+    started, before its 8 MB of input (four times the SSH window) is sent."""
+    host = load_inventory(lab.inventory).hosts["rx1"]
+    sshd = lab.host("rx1").sshd_pid
+    stopped: list[int] = []
+    original = paramiko.Channel.sendall
+
+    def stop_then_send(channel: paramiko.Channel, data: bytes) -> None:
+        stopped.extend(_descendants(sshd))
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        original(channel, data)
+
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * 8_000_000)
+    with Connection(host, command_timeout=1) as conn:
+        monkeypatch.setattr(paramiko.Channel, "sendall", stop_then_send)
+        started = time.monotonic()
+        try:
+            with pytest.raises(CommandTimeout, match=r"did not take the command's input "
+                                                     r"within 1 s"):
+                conn.put(str(big), "/tmp/nictune-big")
+        finally:
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
+            monkeypatch.undo()
+        assert stopped and time.monotonic() - started < 5
+        assert not conn.connected
+
+
+def test_transport_output_timeout_and_sudo(lab: Lab, tmp_path: Path) -> None:
     host = load_inventory(lab.inventory).hosts["rx1"]
     with Connection(host) as conn:
         # 2 MB on each stream: both are drained together, nothing blocks or is lost
@@ -558,3 +591,12 @@ def test_transport_output_timeout_and_sudo(lab: Lab) -> None:
         # a transfer the host refuses is one HostError naming both ends, not paramiko's
         with pytest.raises(HostError, match=r"copy /etc/hostname -> /nonexistent/x failed"):
             conn.put("/etc/hostname", "/nonexistent/x")
+    # larger than the SSH window: the refusal closes the channel under the send, and is
+    # still the copy's failure with the host's reason, the session kept (a review found
+    # "connection lost" and a dropped session)
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * 8_000_000)
+    with Connection(host) as conn:
+        with pytest.raises(HostError, match=r"big -> /nonexistent/x failed: .*/nonexistent/x"):
+            conn.put(str(big), "/nonexistent/x")
+        assert conn.connected and conn.run("echo kept").stdout == "kept\n"
