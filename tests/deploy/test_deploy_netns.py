@@ -6,6 +6,7 @@ and leaves the lab as it found it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -508,33 +510,42 @@ def _descendants(pid: int) -> list[int]:
     return kids + [d for k in kids for d in _descendants(k)]
 
 
+@contextlib.contextmanager
+def _session_stopped_at(lab: Lab, monkeypatch: pytest.MonkeyPatch, method: str
+                        ) -> Iterator[list[int]]:
+    """While in the block, paramiko's `Channel.<method>` first SIGSTOPs rx1's session
+    sshd processes (the host stops answering at that moment); they go on after it.
+    Yields the stopped pids."""
+    sshd = lab.host("rx1").sshd_pid
+    stopped: list[int] = []
+    original = getattr(paramiko.Channel, method)
+
+    def stop_then_call(channel: paramiko.Channel, *args: Any) -> Any:
+        stopped.extend(_descendants(sshd))
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        return original(channel, *args)
+
+    monkeypatch.setattr(paramiko.Channel, method, stop_then_call)
+    try:
+        yield stopped
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        monkeypatch.undo()
+
+
 def test_a_command_the_host_never_answers_times_out(lab: Lab,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Found by `make bench` (a fault trial hung for 10 minutes): paramiko waits for the
     answer to an exec request without a timeout, so a link that went down after the
     channel opened hung the deploy. The session's sshd is stopped at that moment here
     (real sshd, real paramiko; only the moment of the fault is chosen)."""
-    host = load_inventory(lab.inventory).hosts["rx1"]
-    sshd = lab.host("rx1").sshd_pid
-    stopped: list[int] = []
-    original = paramiko.Channel.exec_command
-
-    def stop_then_exec(channel: paramiko.Channel, command: str) -> None:
-        stopped.extend(_descendants(sshd))
-        for pid in stopped:
-            os.kill(pid, signal.SIGSTOP)
-        original(channel, command)
-
-    with Connection(host) as conn:
-        monkeypatch.setattr(paramiko.Channel, "exec_command", stop_then_exec)
+    with Connection(load_inventory(lab.inventory).hosts["rx1"]) as conn:
         started = time.monotonic()
-        try:
-            with pytest.raises(CommandTimeout, match=r"did not start the command within 1 s"):
-                conn.run("true", timeout=1)
-        finally:
-            for pid in stopped:
-                os.kill(pid, signal.SIGCONT)
-            monkeypatch.undo()
+        with _session_stopped_at(lab, monkeypatch, "exec_command") as stopped, \
+                pytest.raises(CommandTimeout, match=r"did not start the command within 1 s"):
+            conn.run("true", timeout=1)
         assert stopped and time.monotonic() - started < 5
         assert not conn.connected  # (dropped: nothing queued is delivered late)
         assert conn.reconnect_if_lost().run("echo again").stdout == "again\n"
@@ -545,30 +556,14 @@ def test_input_the_host_stops_taking_times_out(lab: Lab, tmp_path: Path,
     """Found by a review: a copy stalled after the command started was reported as "the
     host did not start the command". The session's sshd is stopped once the command has
     started, before its 8 MB of input (four times the SSH window) is sent."""
-    host = load_inventory(lab.inventory).hosts["rx1"]
-    sshd = lab.host("rx1").sshd_pid
-    stopped: list[int] = []
-    original = paramiko.Channel.sendall
-
-    def stop_then_send(channel: paramiko.Channel, data: bytes) -> None:
-        stopped.extend(_descendants(sshd))
-        for pid in stopped:
-            os.kill(pid, signal.SIGSTOP)
-        original(channel, data)
-
     big = tmp_path / "big"
     big.write_bytes(b"x" * 8_000_000)
-    with Connection(host, command_timeout=1) as conn:
-        monkeypatch.setattr(paramiko.Channel, "sendall", stop_then_send)
+    with Connection(load_inventory(lab.inventory).hosts["rx1"], command_timeout=1) as conn:
         started = time.monotonic()
-        try:
-            with pytest.raises(CommandTimeout, match=r"did not take the command's input "
-                                                     r"within 1 s"):
-                conn.put(str(big), "/tmp/nictune-big")
-        finally:
-            for pid in stopped:
-                os.kill(pid, signal.SIGCONT)
-            monkeypatch.undo()
+        with _session_stopped_at(lab, monkeypatch, "sendall") as stopped, \
+                pytest.raises(CommandTimeout, match=r"did not take the command's input "
+                                                    r"within 1 s"):
+            conn.put(str(big), "/tmp/nictune-big")
         assert stopped and time.monotonic() - started < 5
         assert not conn.connected
 
