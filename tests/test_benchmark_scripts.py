@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,6 +76,42 @@ def test_fidelity_plans_reports_the_guard_per_host(capsys: pytest.CaptureFixture
     assert {"one-NIC pairs", "shared hosts", "all"} <= set(out["summary"])
     # a shipped plan is never one the DES puts more than 1 % below the default's throughput
     assert min(r["plan_throughput"] for r in out["rows"]) >= 0.99
+
+
+def test_fidelity_rack_lists_every_interrupt_row_it_counts_as_apart(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The listing under the table names each transmission counted above 5 %, with its
+    core and how many share it; the fast engine's count is made 50 % high for one
+    transmission so that exactly it is listed."""
+    from dataclasses import replace
+
+    from nictune.model import NicSetting, parse_config
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    rack = importlib.import_module("fidelity_rack")
+    config = parse_config({
+        "hosts": {"h": {"cores": 2}},
+        "nics": {f"n{i}": {"host": "h", "link": "10Gbit/s"} for i in range(3)},
+        "transmissions": [{"id": f"t{i}", "nic": f"n{i}", "size": 4_000_000,
+                           "packet_size": 1000, "rate": "50kpps", "arrival": "cbr"}
+                          for i in range(3)]}, "test.yaml")
+    settings = {t.id: NicSetting("passive_wait", poll_interval=50e-6, irq_core=int(i > 1))
+                for i, t in enumerate(config.transmissions)}
+    simulate = rack.simulate
+
+    def one_fast_count_high(config: Any, settings: Any, engine: str) -> list[Any]:
+        out = simulate(config, settings, engine=engine)
+        return [replace(m, interrupts=1.5 * m.interrupts)
+                if engine == "fast" and m.transmission == "t1" else m for m in out]
+
+    monkeypatch.setattr(rack, "simulate", one_fast_count_high)
+    e = rack.errors(config, settings)
+    assert len(e["interrupts"]) == 3
+    assert [round(x, 2) for x in e["interrupts"]][1] >= 0.45
+    assert len(e["interrupts_off"]) == 1
+    assert e["interrupts_off"][0].startswith("t1 (passive_wait")
+    assert "core 0 beside 1): DES" in e["interrupts_off"][0]
+    assert "(1 of 3 > 5 %)" in rack.row("settings", e)
 
 
 def test_bench_fast_times_each_passive_model_and_restores_them(
