@@ -286,9 +286,7 @@ class Connection:
         limit = self.command_timeout if timeout is None else timeout
         started = time.monotonic()
         try:
-            channel = self.client.get_transport().open_session(  # type: ignore[union-attr]
-                timeout=min(self.connect_timeout, limit))
-            self._start(channel, full, stdin, started + limit - time.monotonic(), limit, line)
+            channel = self._start(full, stdin, started + limit, limit, line)
             out, err = bytearray(), bytearray()
             while True:
                 # sshd may send the exit status before the last output: done only at EOF.
@@ -314,7 +312,7 @@ class Connection:
                 if not busy:
                     channel.status_event.wait(0.01)
             rc = channel.recv_exit_status() if channel.exit_status_ready() else -1
-            channel.close()
+            self._within(CLOSE_TIMEOUT, channel.close)
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.abort()
             raise ConnectionLost(self.host.name, f"connection lost running {_short(line)}: "
@@ -332,18 +330,29 @@ class Connection:
             raise HostError(self.host.name, f"{line[:120]!r} failed: {result.error_line()}")
         return result
 
-    def _start(self, channel: paramiko.Channel, full: str, stdin: bytes | None,
-               remaining: float, limit: float, line: str) -> None:
-        """Ask for `full` on `channel` and send its input, within the `remaining` s of the
-        command's `limit`. paramiko waits for the exec request's answer without a timeout: a
-        link that went down after the channel opened hung a deploy until TCP gave up, with
-        the request still queued to be delivered late; `_within` drops the session instead.
-        A command that ends without reading all its input (a refused copy) closes the
-        channel under the send: its exit status and stderr then say why."""
+    def _start(self, full: str, stdin: bytes | None, deadline: float, limit: float,
+               line: str) -> paramiko.Channel:
+        """Open a channel, ask for `full` on it and send its input, by `deadline` (of the
+        command's `limit` s). paramiko waits for the exec request's answer without a
+        timeout, and opening a channel waits up to 30 s for a key exchange under way: a
+        link that went down hung a deploy until TCP gave up, with the request still queued
+        to be delivered late; `_within` drops the session instead. No exec request is sent
+        once the deadline has passed. A command that ends without reading all its input (a
+        refused copy) closes the channel under the send: its exit status and stderr then
+        say why."""
+        opened: list[paramiko.Channel] = []
         started = False
 
         def send() -> None:
             nonlocal started
+            transport = self.client.get_transport()
+            assert transport is not None
+            # (its own timeout a backstop: the watchdog's drop ends the wait first)
+            channel = transport.open_session(
+                timeout=max(deadline - time.monotonic(), 0.0) + CLOSE_TIMEOUT)
+            opened.append(channel)
+            if time.monotonic() >= deadline:
+                return
             channel.exec_command(full)
             started = True
             if stdin is not None:
@@ -355,10 +364,13 @@ class Connection:
             if not channel.closed:
                 channel.shutdown_write()
 
-        if self._within(remaining, send):
+        expired = self._within(deadline - time.monotonic(), send)
+        if expired or not started:
+            self.abort()
             raise CommandTimeout(self.host.name, (
                 "the host did not take the command's input" if started else
                 "the host did not start the command") + f" within {limit:g} s: {line[:120]}")
+        return opened[0]
 
     def _within(self, seconds: float, step: Callable[[], None]) -> bool:
         """Run `step`; if it has not returned after `seconds`, drop the session (`abort`:

@@ -41,8 +41,8 @@ def pollers_cpu(start: np.ndarray, end: np.ndarray, work: np.ndarray, same: np.n
                 ) -> np.ndarray:
     """CPU seconds of one host's transmissions where a busy-polled NIC's transmissions
     share the one core that spins for it (arrays (..., m): first arrival, last delivery,
-    own work; `same` (..., m, m): both busy-poll on one NIC, a transmission with itself
-    included).
+    own work; `same` (..., m, m): both busy-poll on one NIC on one IRQ core, a
+    transmission with itself included).
 
     A busy-polled NIC keeps one core busy from its first transmission's first arrival to
     its last one's last delivery. Its time is cut where their spans start or end; in each
@@ -57,7 +57,8 @@ def pollers_cpu(start: np.ndarray, end: np.ndarray, work: np.ndarray, same: np.n
     there = ((s[..., :, None] <= lo[..., None, :] + 1e-12)
              & (end[..., :, None] >= hi[..., None, :] - 1e-12)).astype(float)  # (..., m, K)
     rate = work / np.maximum(end - s, 1e-12)  # each one's work per second
-    busy = np.where(same, rate[..., None, :], 0.0) @ there  # (NaN elsewhere stays there)
+    known = same & np.isfinite(rate)[..., None, :]  # (a NaN stays in its own row)
+    busy = np.where(known, rate[..., None, :], 0.0) @ there
     crowd = same.astype(float) @ there
     idle = np.clip(1.0 - busy, 0.0, None) * (hi - lo)[..., None, :]
     spin = np.where(there > 0, idle / np.maximum(crowd, 1.0), 0.0).sum(axis=-1)

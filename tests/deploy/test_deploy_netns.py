@@ -549,6 +549,18 @@ def test_a_command_the_host_never_answers_times_out(lab: Lab,
         assert stopped and time.monotonic() - started < 5
         assert not conn.connected  # (dropped: nothing queued is delivered late)
         assert conn.reconnect_if_lost().run("echo again").stdout == "again\n"
+        # stopped before its channel opens: the same timeout, not "connection lost"
+        # (found by a review: opening a channel had a limit and a message of its own)
+        stopped = _descendants(lab.host("rx1").sshd_pid)
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(CommandTimeout, match=r"did not start the command within 1 s"):
+                conn.run("true", timeout=1)
+        finally:
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
+        assert conn.reconnect_if_lost().run("echo again").stdout == "again\n"
 
 
 def test_input_the_host_stops_taking_times_out(lab: Lab, tmp_path: Path,

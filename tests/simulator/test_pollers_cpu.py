@@ -92,6 +92,9 @@ def test_a_nan_span_spoils_only_its_own_transmission():
     cpu = pollers_cpu(start, end, np.array([0.1, 0.2, np.nan]), nic)
     assert cpu[:2].tolist() == pytest.approx([0.45, 0.55])
     assert np.isnan(cpu[2])
+    # a poller's NaN work: its NIC-mate still gets a number (the review found NaN)
+    mate = pollers_cpu(start, np.ones(3), np.array([0.1, np.nan, 0.3]), nic)
+    assert np.isfinite(mate[0]) and np.isnan(mate[1]) and mate[2] == pytest.approx(0.3)
 
 
 @pytest.mark.parametrize("engine", ["des", "fast"])
