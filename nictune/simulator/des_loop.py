@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nictune.simulator.fast_base import compiled
+from nictune.simulator.compiled import compiled
 
 BATCHED, POLL, ACTIVE = 0, 1, 2  # consumer kinds
 AW = 1  # the interrupt of an active_wait packet (as in des.py; 0: a wake-up)

@@ -34,6 +34,7 @@ from scipy.special import gammaincinv, ndtr
 
 from nictune.model import PLACEMENT_COST, PLACEMENTS, Config, NicSetting, Transmission
 from nictune.simulator.batch import ACTIVE, BUSY, PASSIVE, WATERMARK, SettingBatch
+from nictune.simulator.compiled import compiled
 from nictune.simulator.costs import pollers_cpu
 from nictune.simulator.fast_base import (
     ALL_FOLLOWED,
@@ -44,7 +45,6 @@ from nictune.simulator.fast_base import (
     Ctx,
     Mode,
     Workload,
-    compiled,
     random_wait,
     rowsum,
 )

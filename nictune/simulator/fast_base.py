@@ -1,15 +1,11 @@
 """What the fast engine's parts share: the per-transmission inputs (`Workload`), one subset
-of (setting, transmission) elements with its costs (`Ctx`), a mode's result (`Mode`), and
-how its sequential loops are compiled (`compiled`)."""
+of (setting, transmission) elements with its costs (`Ctx`) and a mode's result (`Mode`)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-import numba
 import numpy as np
 
 from nictune.model import ARRIVALS, Config, Transmission
@@ -33,22 +29,6 @@ def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def rowsum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Σ_j a[p, i, j]·b[p, i, j], each row summed alone (see `rowdot`)."""
     return (a * b).sum(axis=-1)
-
-
-def compiled(fn: Callable[..., Any]) -> Any:
-    """`fn` compiled by numba, its machine code cached for the next process beside the
-    source or in the user's cache directory; where neither can be written (a read-only
-    install run by a user without a home), compiled anew in each process instead.
-
-    Division by zero gives inf or NaN as in NumPy (`evaluate` runs under `np.errstate`
-    ignoring them), not ZeroDivisionError. The machine code holds the values of the
-    globals it reads and the code of the kernels it calls, and numba notices edits to the
-    function's own file only: a kernel calls kernels and reads constants of its own module
-    (tests/simulator/test_compiled.py)."""
-    try:
-        return numba.njit(cache=True, error_model="numpy")(fn)
-    except RuntimeError:  # ("cannot cache function …: no locator available")
-        return numba.njit(error_model="numpy")(fn)
 
 
 @dataclass(frozen=True)

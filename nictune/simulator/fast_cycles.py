@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nictune.simulator.fast_base import compiled
+from nictune.simulator.compiled import compiled
 
 
 class Cycles:

@@ -24,12 +24,12 @@ import numpy as np
 from numba.extending import get_cython_function_address
 from scipy.special import gammaln, ndtr
 
+from nictune.simulator.compiled import compiled
 from nictune.simulator.fast_base import (
     COUNTS_FOLLOWED,
     TINY,
     Ctx,
     Mode,
-    compiled,
     random_wait,
 )
 from nictune.simulator.fast_cycles import Cycles

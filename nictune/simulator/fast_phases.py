@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from nictune.simulator.fast_base import compiled
+from nictune.simulator.compiled import compiled
 
 TINY = 1e-12  # fast_base.TINY, here: the compiled code holds its own module's constants
 
