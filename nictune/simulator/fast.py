@@ -67,6 +67,7 @@ from nictune.simulator.fast_shared import (
     random_share,
     round_robin,
 )
+from nictune.simulator.fast_wakes import joint_wakes
 from nictune.simulator.metrics import Metrics
 
 __all__ = ["METRIC_KEYS", "SettingBatch", "Workload", "evaluate", "evaluate_batch", "simulate"]
@@ -83,12 +84,13 @@ _NODES = (_NODES + 1.0) / 2.0  # (on [0, 1])
 
 
 def evaluate_batch(config: Config, transmissions: list[Transmission],
-                   batch: SettingBatch) -> dict[str, np.ndarray]:
-    """Metrics of every (setting-vector p, transmission t): METRIC_KEYS → arrays (P, T)."""
+                   batch: SettingBatch, seed: int = 0) -> dict[str, np.ndarray]:
+    """Metrics of every (setting-vector p, transmission t): METRIC_KEYS → arrays (P, T)
+    (`seed`: the shared hosts' Poisson arrivals, as the DES's)."""
     if batch.shape[1] != len(transmissions):
         raise ValueError(f"batch has {batch.shape[1]} columns for {len(transmissions)} "
                          "transmissions")
-    return evaluate(Workload.build(config, transmissions), batch)
+    return evaluate(Workload.build(config, transmissions, seed), batch)
 
 
 def evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
@@ -301,6 +303,12 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     res["interrupts"] = np.where(pas, np.minimum(res["interrupts"], ticks), res["interrupts"])
     res["empty"] = np.minimum(res["empty"], res["interrupts"])
     _first_wake(wl, b, w, pas, wat & (wl.n[None, :] < wm), period, tau, res)
+    if wl.groups:  # a core of sleepers only: their wake-ups followed together
+        wakes, empty = joint_wakes(wl.windows, wl.groups, b.irq_core, pas | wat, pas, w,
+                                   wl.ti, b.ring_slots, period, wm, tau)
+        known = np.isfinite(wakes)
+        res["interrupts"] = np.where(known, wakes, res["interrupts"])
+        res["empty"] = np.where(known, np.minimum(empty, wakes), res["empty"])
     return _outputs(wl, res, w, bus, act, b.irq_core)
 
 
@@ -984,11 +992,12 @@ def _saturate(cx: Ctx, res: dict[str, np.ndarray], act: np.ndarray, batched: np.
 def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 0,
              exact: bool = False, window: int = 200_000) -> list[Metrics]:
     """One `Metrics` per transmission in `settings` (simulated together); seed, exact and
-    window are accepted for interface parity and ignored (the model is deterministic)."""
-    del seed, exact, window
+    window are accepted for interface parity and ignored, but for the seed of the arrivals
+    that cores of sleepers only follow (`fast_wakes`)."""
+    del exact, window
     transmissions = config.select(list(settings))
     row = [settings[t.id] for t in transmissions]
-    out = evaluate_batch(config, transmissions, SettingBatch.from_settings([row]))
+    out = evaluate_batch(config, transmissions, SettingBatch.from_settings([row]), seed)
     results = []
     for j, t in enumerate(transmissions):
         v = {k: float(out[k][0, j]) for k in METRIC_KEYS}

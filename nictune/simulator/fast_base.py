@@ -11,6 +11,7 @@ import numpy as np
 from nictune.model import ARRIVALS, Config, Transmission
 from nictune.simulator.arrivals import onoff_bursts
 from nictune.simulator.costs import memory_factors
+from nictune.simulator.fast_wakes import Windows
 
 CBR, POISSON, ONOFF = (ARRIVALS.index(a) for a in ("cbr", "poisson", "onoff"))
 
@@ -58,9 +59,13 @@ class Workload:
     nic_idle: np.ndarray
     core_busy: np.ndarray
     groups: tuple[np.ndarray, ...]  # column indices of each host with several transmissions
+    windows: Windows  # the arrivals of those hosts' windows (`fast_wakes`)
 
     @classmethod
-    def build(cls, config: Config, transmissions: list[Transmission]) -> Workload:
+    def build(cls, config: Config, transmissions: list[Transmission], seed: int = 0
+              ) -> Workload:
+        """The inputs of `transmissions`; `seed` draws the Poisson arrivals of the shared
+        hosts' windows, as the DES's."""
         mem = memory_factors(config, transmissions)
         hosts = {name: i for i, name in enumerate(config.hosts)}
         nics = {name: i for i, name in enumerate(config.nics)}
@@ -91,13 +96,15 @@ class Workload:
                          c.per_packet, c.per_byte * mem[t.id], c.poll_check,
                          host.backlog_slots, nic.idle_power(host), host.power.core_busy))
         cols = [np.array(c, dtype=float) for c in zip(*rows, strict=True)]
-        names = [f for f in cls.__dataclass_fields__ if f != "groups"]
+        names = [f for f in cls.__dataclass_fields__ if f not in ("groups", "windows")]
         values = dict(zip(names, cols, strict=True))
         values["arrival"] = values["arrival"].astype(np.int64)
         values["host"] = values["host"].astype(np.int64)
         values["nic"] = values["nic"].astype(np.int64)
-        groups = tuple(np.flatnonzero(values["host"] == h) for h in np.unique(values["host"]))
-        return cls(groups=tuple(g for g in groups if g.size > 1), **values)
+        groups = tuple(g for g in (np.flatnonzero(values["host"] == h)
+                                   for h in np.unique(values["host"])) if g.size > 1)
+        return cls(groups=groups, windows=Windows(config, transmissions, groups, seed),
+                   **values)
 
 
 COUNTS_FOLLOWED, ALL_FOLLOWED = 1.0, 2.0  # values of `Mode.followed`

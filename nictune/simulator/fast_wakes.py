@@ -1,0 +1,293 @@
+"""Shared cores whose consumers all sleep (passive_wait, watermark), followed wake-up by
+wake-up together (compiled): the joint state of their drains decides which ticks a drain
+outlasts, which no average of the neighbours' load captures (docs/engines.md, "Shared
+hosts").
+
+The arrivals are the DES's (`arrival_times`, the same seed) over a window of each host's
+transmissions: every one shortened by one factor, its start too, as the DES's window does,
+so the phases of the core keep their order. Between events the core serves the draining
+consumers in turn, packet by packet, as a fluid (each at one packet per Σ w); a wake-up's
+interrupt (Ti, FIFO) stops packet work while it runs; an arrival that finds the ring full
+is lost; a drain ends when the ring is empty, and the consumer then sleeps to its next tick
+or watermark by the DES's rules (`Core._sleep`). Only the wake-ups (interrupts, empty
+wake-ups, and with them the CPU time) come from here; drops, throughput and latency stay
+the closed form's. A window too short for a consumer's ticks or watermarks, a core past
+MAX_EVENTS, or a core with an active_wait or busy_poll consumer keeps the closed form.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from nictune.model import Config, Transmission
+from nictune.simulator.arrivals import arrival_times
+from nictune.simulator.compiled import compiled
+
+WINDOW_PACKETS = 20_000  # a host's window holds about this many packets per transmission
+WAKE_UPS = 100  # a shortened window holds this many ticks of each passive_wait consumer ...
+BATCHES = 16  # ... and watermarks of each watermark consumer, else the closed form stays
+MAX_EVENTS = 400_000  # a core's followed events at most (beyond: the closed form stays)
+STEP = 64  # arrivals a drain looks ahead per event (long drains advance in steps)
+CACHED = 100_000  # cores whose results are kept (a search meets the same ones again)
+_SLEEP, _WAKING, _DRAIN, _DONE = 0, 1, 2, 3
+_INF = math.inf
+
+
+class Windows:
+    """Each shared host's arrivals over its window, end to end (`times[offset[c]:][:count[c]]`
+    for column c), the factor `scale` each column's window was shortened by, its `span`,
+    and the cores followed so far (`done`: their members and settings -> their counts)."""
+
+    def __init__(self, config: Config, transmissions: list[Transmission],
+                 groups: tuple[np.ndarray, ...], seed: int) -> None:
+        index = {t.id: k for k, t in enumerate(config.transmissions)}
+        size = len(transmissions)
+        self.scale = np.ones(size)
+        self.offset = np.zeros(size, dtype=np.int64)
+        self.count = np.zeros(size, dtype=np.int64)
+        parts, at = [], 0
+        for cols in groups:
+            packets = sum(transmissions[c].packets for c in cols)
+            f = min(1.0, WINDOW_PACKETS * cols.size / packets)
+            for c in cols.tolist():
+                t = transmissions[c]
+                a = arrival_times(replace(t, start=t.start * f), config.nic_of(t), seed,
+                                  index[t.id], max(1, math.ceil(t.packets * f)))
+                self.scale[c], self.offset[c], self.count[c] = f, at, a.size
+                parts.append(a)
+                at += a.size
+        self.times = np.concatenate(parts) if parts else np.zeros(0)
+        self.span = np.array([self.times[o + c - 1] - self.times[o] if c else 0.0
+                              for o, c in zip(self.offset, self.count, strict=True)])
+        self.done: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def joint_wakes(windows: Windows, groups: tuple[np.ndarray, ...], core: np.ndarray,
+                batched: np.ndarray, passive: np.ndarray, w: np.ndarray, ti: np.ndarray,
+                ring: np.ndarray, period: np.ndarray, wm: np.ndarray, tau: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Wake-ups and empty wake-ups (P, T) of every consumer on a shared core whose
+    consumers are two or more and all batched; NaN elsewhere (and where the core's events
+    pass MAX_EVENTS)."""
+    shape = core.shape
+    wakes, empty = np.full(shape, np.nan), np.full(shape, np.nan)
+    members: list[np.ndarray] = []
+    rows: list[int] = []
+    keys: list[bytes] = []
+    for cols in groups:
+        on, bat = core[:, cols], batched[:, cols]
+        same = on[:, :, None] == on[:, None, :]
+        mates = same.sum(axis=2)
+        alone_or_mixed = (same & ~bat[:, None, :]).any(axis=2)
+        ok = bat & (mates >= 2) & ~alone_or_mixed
+        # a window too short for its consumers' ticks or watermarks spoils the whole core
+        span = windows.span[cols]
+        short = (windows.scale[cols] < 1.0) & np.where(
+            passive[:, cols], span / period[:, cols] < WAKE_UPS,
+            windows.count[cols] / wm[:, cols] < BATCHES)
+        ok &= ~(same & short[:, None, :]).any(axis=2)
+        for p, j in zip(*np.nonzero(ok), strict=True):
+            if same[p, j, :j].any():  # (a core once, at its first member)
+                continue
+            m = cols[np.flatnonzero(same[p, j])]
+            key = m.tobytes() + np.stack([a[p, m] for a in (w, ring, passive, period, wm, tau)]
+                                         ).astype(np.float64).tobytes()
+            if key in windows.done:
+                wakes[p, m], empty[p, m] = windows.done[key]
+                continue
+            members.append(m)
+            rows.append(int(p))
+            keys.append(key)
+    if not members:
+        return wakes, empty
+    width = max(m.size for m in members)
+    gm = np.full((len(members), width), -1, dtype=np.int64)
+    for g, m in enumerate(members):
+        gm[g, :m.size] = m
+    _follow_cores(windows.times, windows.offset, windows.count, windows.scale,
+                  np.array(rows, dtype=np.int64), gm, w, ti, ring.astype(np.float64),
+                  passive, period, wm, tau, MAX_EVENTS, wakes, empty)
+    if len(windows.done) > CACHED:
+        windows.done.clear()
+    for key, p, m in zip(keys, rows, members, strict=True):
+        windows.done[key] = wakes[p, m], empty[p, m]
+    return wakes, empty
+
+
+@compiled
+def _arrived(a: np.ndarray, o: int, n: int, k: int, t: float) -> int:
+    """How many arrivals came by `t`, counting on from k of them."""
+    while k < n and a[o + k] <= t:
+        k += 1
+    return k
+
+
+@compiled
+def _admit(a: np.ndarray, o: int, n: int, nx: np.ndarray, q: np.ndarray, j: int,
+           ring: float, t: float) -> None:
+    """Arrivals up to `t` enter consumer j's ring (not served) while it has room."""
+    k = _arrived(a, o, n, nx[j], t)
+    q[j] = min(q[j] + (k - nx[j]), max(ring, q[j]))
+    nx[j] = k
+
+
+@compiled
+def _sleep(a: np.ndarray, o: int, n: int, nx: np.ndarray, q: np.ndarray, st: np.ndarray,
+           wake_at: np.ndarray, woke: np.ndarray, j: int, x: float, ring: float,
+           passive: bool, period: float, wm: float, tau: float) -> None:
+    """Consumer j found its ring empty at `x` (or starts): its next wake-up, as the DES's
+    `Core._sleep`."""
+    st[j] = _SLEEP
+    _admit(a, o, n, nx, q, j, ring, x)
+    if q[j] <= 1e-9 and nx[j] >= n:
+        st[j] = _DONE  # ticks stop after the last delivery
+        return
+    if passive:
+        t0 = a[o]
+        k = max(1.0, math.ceil((x - t0) / period))
+        while k > 1.0 and t0 + (k - 1.0) * period >= x:
+            k -= 1.0
+        while t0 + k * period < x or t0 + k * period <= woke[j]:
+            k += 1.0
+        wake_at[j] = t0 + k * period
+        return
+    qi = round(q[j])
+    wake = _INF
+    if qi >= wm:
+        wake = x
+    elif wm <= ring and nx[j] + wm - qi - 1 < n:
+        wake = a[o + nx[j] + int(wm - qi) - 1]
+    if tau > 0.0 and (qi > 0 or nx[j] < n):  # tau after the first packet queued
+        wake = min(wake, max(x, a[o + nx[j] - int(qi)] + tau))
+    if wake == _INF:
+        st[j] = _DONE  # below the watermark with no timeout: stranded
+        return
+    wake_at[j] = wake
+
+
+@compiled
+def _drain(a: np.ndarray, o: int, n: int, nx: int, q: float, t: float, r: float,
+           ring: float, limit: float, most: int) -> tuple[float, int, float, float]:
+    """A ring of q packets from `t`, served at r packets/s (0: not served), arrivals from
+    index nx on entering while it has room: (when it runs empty, inf if not by `limit`;
+    the arrivals come by then; what it holds then; the time up to which that is known —
+    `limit`, or earlier once `most` arrivals were looked at).
+
+    An arrival finding the ring full (within half a packet: the one in service has left
+    it half-way) is lost; the ring is empty once the last packet taken is done before
+    the next arrival (one at that instant is in time, as in the DES)."""
+    at, k = t, nx
+    while True:
+        end = at + q / r if r > 0.0 else _INF
+        nxt = a[o + k] if k < n else _INF
+        if end < nxt:
+            if end <= limit:
+                return end, k, 0.0, end
+            return _INF, k, q - r * (limit - at), limit
+        if nxt > limit:
+            return _INF, k, max(q - r * (limit - at), 0.0), limit
+        if k - nx >= most:
+            return _INF, k, q, at
+        q -= r * (nxt - at)
+        at = nxt
+        if q <= ring - 0.5:
+            q += 1.0
+        k += 1
+
+
+@compiled
+def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, scale: np.ndarray,
+                  gp: np.ndarray, gm: np.ndarray, w: np.ndarray, ti: np.ndarray,
+                  ring: np.ndarray, passive: np.ndarray, period: np.ndarray,
+                  wm: np.ndarray, tau: np.ndarray, max_events: int, wakes: np.ndarray,
+                  empty: np.ndarray) -> None:
+    """Each group g (row gp[g], columns gm[g] up to -1) followed event by event: a
+    sleeper's wake-up, the start or end of an interrupt, a drain's end. Its counts over the
+    window, past the first wake-up, are scaled to the whole transmission."""
+    for g in range(gp.size):
+        p = gp[g]
+        k = 0
+        while k < gm.shape[1] and gm[g, k] >= 0:
+            k += 1
+        cs = gm[g, :k]
+        st = np.zeros(k, dtype=np.int64)
+        q, woke = np.zeros(k), np.full(k, -_INF)
+        nx = np.zeros(k, dtype=np.int64)
+        wake_at = np.full(k, _INF)
+        nw, ne = np.zeros(k), np.zeros(k)
+        queue = np.zeros(k + 1, dtype=np.int64)
+        head, length, cur, irq_end = 0, 0, -1, _INF
+        t = _INF
+        for j in range(k):
+            c = cs[j]
+            t = min(t, a[off[c]])
+            _sleep(a, off[c], cnt[c], nx, q, st, wake_at, woke, j, a[off[c]], ring[p, c],
+                   passive[p, c], period[p, c], wm[p, c], tau[p, c])
+        events = 0
+        while events <= max_events:
+            events += 1
+            sw = 0.0
+            for j in range(k):
+                if st[j] == _DRAIN:
+                    sw += w[p, cs[j]]
+            r = 1.0 / sw if cur < 0 and sw > 0.0 else 0.0
+            te, what, who = _INF, -1, -1
+            if cur >= 0:
+                te, what, who = irq_end, 0, cur
+            elif length > 0:
+                te, what = t, 1
+            for j in range(k):
+                if st[j] == _SLEEP and wake_at[j] < te:
+                    te, what, who = wake_at[j], 2, j
+            if r > 0.0:
+                for j in range(k):
+                    if st[j] == _DRAIN:
+                        c = cs[j]
+                        e, _, _, known = _drain(a, off[c], cnt[c], nx[j], q[j], t, r,
+                                                ring[p, c], te, STEP)
+                        if e < te:
+                            te, what, who = e, 3, j
+                        elif known < te:  # (a step: scans stay short, drains long)
+                            te, what, who = known, 4, -1
+            if te == _INF:
+                break
+            for j in range(k):  # the drains up to te (the one that ends: below)
+                if st[j] == _DRAIN and not (what == 3 and j == who):
+                    c = cs[j]
+                    _, nx[j], q[j], _ = _drain(a, off[c], cnt[c], nx[j], q[j], t, r,
+                                               ring[p, c], te, cnt[c])
+            t = te
+            if what == 1:
+                cur = queue[head]
+                head, length = (head + 1) % (k + 1), length - 1
+                irq_end = t + ti[cs[cur]]
+            elif what == 0:
+                j, c = cur, cs[cur]
+                cur, irq_end = -1, _INF
+                nw[j] += 1.0
+                st[j] = _DRAIN
+                _admit(a, off[c], cnt[c], nx, q, j, ring[p, c], t)
+                if q[j] <= 1e-9:
+                    q[j] = 0.0
+                    ne[j] += 1.0
+                    _sleep(a, off[c], cnt[c], nx, q, st, wake_at, woke, j, t, ring[p, c],
+                           passive[p, c], period[p, c], wm[p, c], tau[p, c])
+            elif what == 2:
+                st[who], woke[who], wake_at[who] = _WAKING, t, _INF
+                queue[(head + length) % (k + 1)] = who
+                length += 1
+            elif what == 3:
+                c = cs[who]
+                nx[who], q[who] = _arrived(a, off[c], cnt[c], nx[who], t), 0.0  # all taken
+                _sleep(a, off[c], cnt[c], nx, q, st, wake_at, woke, who, t, ring[p, c],
+                       passive[p, c], period[p, c], wm[p, c], tau[p, c])
+        if events > max_events:
+            continue
+        for j in range(k):
+            c = cs[j]
+            f = scale[c]
+            wakes[p, c] = 1.0 + (nw[j] - 1.0) / f if nw[j] >= 1.0 else 0.0
+            empty[p, c] = ne[j] / f
