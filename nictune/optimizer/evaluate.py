@@ -11,7 +11,7 @@ from nictune.model import Config, NicSetting
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.objectives import end_wait, fragile
 from nictune.optimizer.parallel import Map, serial_map, simulate_task
-from nictune.simulator.fast import METRIC_KEYS, evaluate_batch
+from nictune.simulator.fast import METRIC_KEYS, Workload, evaluate
 from nictune.simulator.metrics import Metrics
 
 
@@ -24,8 +24,9 @@ def metrics_arrays(rows: list[list[Metrics]]) -> dict[str, np.ndarray]:
 class Evaluator:
     """Metrics (P, T) of a gene matrix (P, G) with the chosen engine.
 
-    fast: one `evaluate_batch` call for the whole matrix. des: one DES run per host and
-    distinct host setting, spread with `map` and cached (many individuals share settings);
+    fast: one `evaluate` call for the whole matrix, on a `Workload` built once. des: one DES
+    run per host and distinct host setting, spread with `map` and cached (many individuals
+    share settings);
     `on_task(done, total, engine)` is told of every finished run.
     """
 
@@ -35,12 +36,15 @@ class Evaluator:
         self.config, self.encoding, self.engine = config, encoding, engine
         self.seed, self.window, self.map, self.on_task = seed, window, map_fn, on_task
         self.cache: dict[tuple[str, int, tuple[NicSetting, ...]], list[Metrics]] = {}
+        self.workload = (Workload.build(config, encoding.transmissions, seed)
+                         if engine == "fast" else None)
 
     def __call__(self, genes: np.ndarray) -> dict[str, np.ndarray]:
         """Metrics (P, T) plus `fragile` and `end_wait` (see `objectives`)."""
         batch = self.encoding.batch(genes)
         if self.engine == "fast":
-            out = evaluate_batch(self.config, self.encoding.transmissions, batch)
+            assert self.workload is not None
+            out = evaluate(self.workload, batch)
         else:
             p, t = batch.shape
             out = metrics_arrays(self.run([[batch.setting(i, j) for j in range(t)]
