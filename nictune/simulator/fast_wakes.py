@@ -11,8 +11,14 @@ interrupt (Ti, FIFO) stops packet work while it runs; an arrival that finds the 
 is lost; a drain ends when the ring is empty, and the consumer then sleeps to its next tick
 or watermark by the DES's rules (`Core._sleep`). Only the wake-ups (interrupts, empty
 wake-ups, and with them the CPU time) come from here; drops, throughput and latency stay
-the closed form's. A window too short for a consumer's ticks or watermarks, a core past
-MAX_EVENTS, or a core with an active_wait or busy_poll consumer keeps the closed form.
+the closed form's. A window too short for a consumer's ticks or watermarks, or holding
+more than MAX_WAKES of them, a core past MAX_EVENTS, or a core with an active_wait or
+busy_poll consumer keeps the closed form.
+
+Cost: a drain that no arrival can overflow before its queue is served jumps there at once
+(the arrivals counted by a galloping search), and a tick that finds the ring empty on an
+idle core counts the empty ticks up to the next arrival or wake-up at once, as the DES
+does; so the events are about the wake-ups, not the packets.
 """
 
 from __future__ import annotations
@@ -29,8 +35,9 @@ from nictune.simulator.compiled import compiled
 WINDOW_PACKETS = 20_000  # a host's window holds about this many packets per transmission
 WAKE_UPS = 100  # a shortened window holds this many ticks of each passive_wait consumer ...
 BATCHES = 16  # ... and watermarks of each watermark consumer, else the closed form stays
+MAX_WAKES = 50_000  # a core's window holds at most this many ticks and watermarks ...
 MAX_EVENTS = 400_000  # a core's followed events at most (beyond: the closed form stays)
-STEP = 64  # arrivals a drain looks ahead per event (long drains advance in steps)
+STEP = 64  # steps a drain looks ahead per event (a long one advances in as many events)
 CACHED = 100_000  # cores whose results are kept (a search meets the same ones again)
 _SLEEP, _WAKING, _DRAIN, _DONE = 0, 1, 2, 3
 _INF = math.inf
@@ -70,8 +77,8 @@ def joint_wakes(windows: Windows, groups: tuple[np.ndarray, ...], core: np.ndarr
                 ring: np.ndarray, period: np.ndarray, wm: np.ndarray, tau: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Wake-ups and empty wake-ups (P, T) of every consumer on a shared core whose
-    consumers are two or more and all batched; NaN elsewhere (and where the core's events
-    pass MAX_EVENTS)."""
+    consumers are two or more and all batched; NaN elsewhere (and where the core's window
+    is too short or too busy, or its events pass MAX_EVENTS)."""
     shape = core.shape
     wakes, empty = np.full(shape, np.nan), np.full(shape, np.nan)
     members: list[np.ndarray] = []
@@ -89,6 +96,12 @@ def joint_wakes(windows: Windows, groups: tuple[np.ndarray, ...], core: np.ndarr
             passive[:, cols], span / period[:, cols] < WAKE_UPS,
             windows.count[cols] / wm[:, cols] < BATCHES)
         ok &= ~(same & short[:, None, :]).any(axis=2)
+        # ... and so does one whose window holds too many wake-ups to follow in good time
+        # (ticks, or watermarks and timeouts, of the window)
+        ticks = np.where(passive[:, cols], span / period[:, cols],
+                         windows.count[cols] / wm[:, cols]
+                         + span / np.where(tau[:, cols] > 0, tau[:, cols], np.inf))
+        ok &= (same * ticks[:, None, :]).sum(axis=2) <= MAX_WAKES
         for p, j in zip(*np.nonzero(ok), strict=True):
             if same[p, j, :j].any():  # (a core once, at its first member)
                 continue
@@ -119,10 +132,21 @@ def joint_wakes(windows: Windows, groups: tuple[np.ndarray, ...], core: np.ndarr
 
 @compiled
 def _arrived(a: np.ndarray, o: int, n: int, k: int, t: float) -> int:
-    """How many arrivals came by `t`, counting on from k of them."""
-    while k < n and a[o + k] <= t:
-        k += 1
-    return k
+    """How many arrivals came by `t`, counting on from k of them (galloping search)."""
+    if k >= n or a[o + k] > t:
+        return k
+    lo, step = k, 1  # (a[lo] <= t; a[hi] > t or hi == n)
+    while lo + step < n and a[o + lo + step] <= t:
+        lo += step
+        step *= 2
+    hi = min(lo + step, n)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[o + mid] <= t:
+            lo = mid
+        else:
+            hi = mid
+    return lo + 1
 
 
 @compiled
@@ -169,33 +193,63 @@ def _sleep(a: np.ndarray, o: int, n: int, nx: np.ndarray, q: np.ndarray, st: np.
 
 
 @compiled
+def _empty_ticks(a: np.ndarray, o: int, n: int, nx: int, q: float, t: float, ti: float,
+                 period: float, st: np.ndarray, wake_at: np.ndarray, who: int) -> int:
+    """A passive_wait consumer's tick at `t` on an idle core finds its ring empty: how
+    many of its ticks from there on (one per interrupt: those during it are skipped) end
+    their interrupt before its next arrival and by the others' next wake-up — empty
+    wake-ups that nothing else on the core can meet (the DES's `Core._empty_ticks`)."""
+    if q > 1e-9 or _arrived(a, o, n, nx, t) > nx:
+        return 0
+    until = _INF
+    for j in range(st.size):
+        if j != who and st[j] == _SLEEP:
+            until = min(until, wake_at[j])
+    nxt = a[o + nx] if nx < n else _INF
+    span = max(1.0, math.ceil(ti / period - 1e-9)) * period
+    m = 0
+    while t + m * span + ti < nxt and t + m * span + ti <= until:
+        m += 1
+    return m
+
+
+@compiled
 def _drain(a: np.ndarray, o: int, n: int, nx: int, q: float, t: float, r: float,
            ring: float, limit: float, most: int) -> tuple[float, int, float, float]:
     """A ring of q packets from `t`, served at r packets/s (0: not served), arrivals from
     index nx on entering while it has room: (when it runs empty, inf if not by `limit`;
     the arrivals come by then; what it holds then; the time up to which that is known —
-    `limit`, or earlier once `most` arrivals were looked at).
+    `limit`, or earlier after `most` steps).
 
     An arrival finding the ring full (within half a packet: the one in service has left
     it half-way) is lost; the ring is empty once the last packet taken is done before
-    the next arrival (one at that instant is in time, as in the DES)."""
+    the next arrival (one at that instant is in time, as in the DES). The ring cannot run
+    empty before its q packets are served, so where no arrival until then can find it
+    full, one step takes it there (the arrivals counted by a search); else one arrival
+    at a time."""
     at, k = t, nx
-    while True:
-        end = at + q / r if r > 0.0 else _INF
-        nxt = a[o + k] if k < n else _INF
-        if end < nxt:
-            if end <= limit:
+    if r <= 0.0:  # (no service: it fills)
+        m = _arrived(a, o, n, k, limit) - k
+        room = max(math.floor(ring - 0.5 - q) + 1.0, 0.0)
+        return _INF, k + m, q + min(m, room), limit
+    for _ in range(most):
+        end = at + q / r
+        stop = min(end, limit)
+        m = _arrived(a, o, n, k, stop) - k
+        if q + m - 1.0 <= ring - 0.5:  # every one of them finds room
+            if stop < end:
+                return _INF, k + m, q + m - r * (limit - at), limit
+            if m == 0:
                 return end, k, 0.0, end
-            return _INF, k, q - r * (limit - at), limit
-        if nxt > limit:
-            return _INF, k, max(q - r * (limit - at), 0.0), limit
-        if k - nx >= most:
-            return _INF, k, q, at
+            q, at, k = float(m), end, k + m
+            continue
+        nxt = a[o + k]  # (m > 0: one arrives before the ring could run empty)
         q -= r * (nxt - at)
         at = nxt
         if q <= ring - 0.5:
             q += 1.0
         k += 1
+    return _INF, k, q, at
 
 
 @compiled
@@ -276,9 +330,23 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, scale: np.nda
                     _sleep(a, off[c], cnt[c], nx, q, st, wake_at, woke, j, t, ring[p, c],
                            passive[p, c], period[p, c], wm[p, c], tau[p, c])
             elif what == 2:
-                st[who], woke[who], wake_at[who] = _WAKING, t, _INF
-                queue[(head + length) % (k + 1)] = who
-                length += 1
+                c = cs[who]
+                m = 0
+                if passive[p, c] and cur < 0 and length == 0 and sw == 0.0:
+                    m = _empty_ticks(a, off[c], cnt[c], nx[who], q[who], t, ti[c],
+                                     period[p, c], st, wake_at, who)
+                if m > 0:  # (the core idle meanwhile: those wake-ups at once)
+                    nw[who] += m
+                    ne[who] += m
+                    last = t + (m - 1) * max(1.0, math.ceil(ti[c] / period[p, c] - 1e-9)
+                                             ) * period[p, c]
+                    woke[who] = last
+                    _sleep(a, off[c], cnt[c], nx, q, st, wake_at, woke, who, last + ti[c],
+                           ring[p, c], True, period[p, c], wm[p, c], tau[p, c])
+                else:
+                    st[who], woke[who], wake_at[who] = _WAKING, t, _INF
+                    queue[(head + length) % (k + 1)] = who
+                    length += 1
             elif what == 3:
                 c = cs[who]
                 nx[who], q[who] = _arrived(a, off[c], cnt[c], nx[who], t), 0.0  # all taken

@@ -10,7 +10,7 @@ from nictune.model import Config, NicSetting, parse_config
 from nictune.simulator import simulate
 from nictune.simulator.batch import PASSIVE, WATERMARK, SettingBatch
 from nictune.simulator.fast import Workload, evaluate
-from nictune.simulator.fast_wakes import WAKE_UPS, joint_wakes
+from nictune.simulator.fast_wakes import MAX_WAKES, WAKE_UPS, joint_wakes
 from nictune.simulator.fidelity import random_cases
 
 
@@ -84,7 +84,8 @@ def joint(wl: Workload, b: SettingBatch) -> tuple[np.ndarray, np.ndarray]:
 
 def test_only_cores_of_two_sleepers_or_more_are_followed() -> None:
     """A sleeper alone on its core, or beside an active_wait or busy_poll consumer, keeps
-    the closed form (NaN here); a window too short for its ticks too."""
+    the closed form (NaN here); so does a window too short for its ticks, or holding more
+    ticks than MAX_WAKES."""
     config = two_passive(200_000, 300_000, cores=2)
     tick = NicSetting("passive_wait", poll_interval=40e-6, ring_slots=4096)
     rows = [{"t0": tick, "t1": tick},
@@ -93,9 +94,12 @@ def test_only_cores_of_two_sleepers_or_more_are_followed() -> None:
             {"t0": tick, "t1": NicSetting("active_wait", ring_slots=4096)},
             {"t0": tick, "t1": NicSetting("busy_poll", ring_slots=4096)},
             {"t0": NicSetting("passive_wait", poll_interval=0.2, ring_slots=4096),
-             "t1": tick}]
+             "t1": tick},
+            {t: NicSetting("passive_wait", poll_interval=1e-6, ring_slots=4096)
+             for t in ("t0", "t1")}]
     wl = Workload.build(config, config.transmissions)
-    assert wl.windows.span[0] / 0.2 < WAKE_UPS  # (the last row's ticks: too few)
+    assert wl.windows.span[0] / 0.2 < WAKE_UPS  # (the fifth row's ticks: too few)
+    assert wl.windows.span.sum() / 1e-6 > MAX_WAKES  # (the last row's: too many)
     wakes, empty = joint(wl, batch_of(config, rows))
     assert np.isfinite(wakes[0]).all() and (wakes[0] > 100).all()
     assert np.isnan(wakes[1:]).all() and np.isnan(empty[1:]).all()
