@@ -29,10 +29,12 @@ from dataclasses import replace
 import numpy as np
 
 from nictune.model import Config, Transmission
-from nictune.simulator.arrivals import arrival_times
+from nictune.simulator.arrivals import arrival_times, arrivals_span, onoff_bursts
 from nictune.simulator.compiled import compiled
 
 WINDOW_PACKETS = 20_000  # a host's window holds about this many packets per transmission
+MIN_PACKETS = 100  # a shortened window holds this many packets of each transmission ...
+ONOFF_CYCLES = 10  # ... and bursts of an onoff one ...
 WAKE_UPS = 100  # a shortened window holds this many ticks of each passive_wait consumer ...
 BATCHES = 16  # ... and watermarks of each watermark consumer, else the closed form stays
 MAX_WAKES = 50_000  # a core's window holds at most this many ticks and watermarks ...
@@ -45,14 +47,18 @@ _INF = math.inf
 
 class Windows:
     """Each shared host's arrivals over its window, end to end (`times[offset[c]:][:count[c]]`
-    for column c), the factor `scale` each column's window was shortened by, its `span`,
-    and the cores followed so far (`done`: their members and settings -> their counts)."""
+    for column c), its `span`, what share of the whole transmission's time (`scale_t`) and
+    packets (`scale_n`) it holds — the DES's window scales ticks by the one, the rest by the
+    other —, whether it is too short to scale (`thin`: fewer than MIN_PACKETS, or an onoff
+    window of fewer than ONOFF_CYCLES bursts), and the cores followed so far (`done`:
+    their members and settings -> their counts)."""
 
     def __init__(self, config: Config, transmissions: list[Transmission],
                  groups: tuple[np.ndarray, ...], seed: int) -> None:
         index = {t.id: k for k, t in enumerate(config.transmissions)}
         size = len(transmissions)
-        self.scale = np.ones(size)
+        self.scale_t, self.scale_n = np.ones(size), np.ones(size)
+        self.thin = np.zeros(size, dtype=bool)
         self.offset = np.zeros(size, dtype=np.int64)
         self.count = np.zeros(size, dtype=np.int64)
         parts, at = [], 0
@@ -61,9 +67,19 @@ class Windows:
             f = min(1.0, WINDOW_PACKETS * cols.size / packets)
             for c in cols.tolist():
                 t = transmissions[c]
-                a = arrival_times(replace(t, start=t.start * f), config.nic_of(t), seed,
-                                  index[t.id], max(1, math.ceil(t.packets * f)))
-                self.scale[c], self.offset[c], self.count[c] = f, at, a.size
+                nic = config.nic_of(t)
+                a = arrival_times(replace(t, start=t.start * f), nic, seed, index[t.id],
+                                  max(1, math.ceil(t.packets * f)))
+                self.offset[c], self.count[c] = at, a.size
+                if a.size < t.packets:
+                    span, full = a[-1] - a[0], arrivals_span(t, nic, t.packets)
+                    if full is None:  # (poisson: the window's mean spacing)
+                        full = span * (t.packets - 1) / max(a.size - 1, 1)
+                    self.scale_t[c] = span / full if full > 0 else 1.0
+                    self.scale_n[c] = a.size / t.packets
+                    bursts = (a.size / onoff_bursts(t, nic)[1] if t.arrival == "onoff"
+                              else math.inf)
+                    self.thin[c] = a.size < MIN_PACKETS or bursts < ONOFF_CYCLES
                 parts.append(a)
                 at += a.size
         self.times = np.concatenate(parts) if parts else np.zeros(0)
@@ -84,6 +100,8 @@ def joint_wakes(windows: Windows, groups: tuple[np.ndarray, ...], core: np.ndarr
     members: list[np.ndarray] = []
     rows: list[int] = []
     keys: list[bytes] = []
+    first: dict[bytes, tuple[int, np.ndarray]] = {}
+    again: list[tuple[tuple[int, np.ndarray], int, np.ndarray]] = []
     for cols in groups:
         on, bat = core[:, cols], batched[:, cols]
         same = on[:, :, None] == on[:, None, :]
@@ -92,9 +110,9 @@ def joint_wakes(windows: Windows, groups: tuple[np.ndarray, ...], core: np.ndarr
         ok = bat & (mates >= 2) & ~alone_or_mixed
         # a window too short for its consumers' ticks or watermarks spoils the whole core
         span = windows.span[cols]
-        short = (windows.scale[cols] < 1.0) & np.where(
+        short = (windows.scale_n[cols] < 1.0) & (windows.thin[cols] | np.where(
             passive[:, cols], span / period[:, cols] < WAKE_UPS,
-            windows.count[cols] / wm[:, cols] < BATCHES)
+            windows.count[cols] / wm[:, cols] < BATCHES))
         ok &= ~(same & short[:, None, :]).any(axis=2)
         # ... and so does one whose window holds too many wake-ups to follow in good time
         # (ticks, or watermarks and timeouts, of the window)
@@ -111,6 +129,10 @@ def joint_wakes(windows: Windows, groups: tuple[np.ndarray, ...], core: np.ndarr
             if key in windows.done:
                 wakes[p, m], empty[p, m] = windows.done[key]
                 continue
+            if key in first:  # (the same core again in this batch: followed once)
+                again.append((first[key], int(p), m))
+                continue
+            first[key] = (int(p), m)
             members.append(m)
             rows.append(int(p))
             keys.append(key)
@@ -120,9 +142,12 @@ def joint_wakes(windows: Windows, groups: tuple[np.ndarray, ...], core: np.ndarr
     gm = np.full((len(members), width), -1, dtype=np.int64)
     for g, m in enumerate(members):
         gm[g, :m.size] = m
-    _follow_cores(windows.times, windows.offset, windows.count, windows.scale,
+    scale = np.where(passive, windows.scale_t[None, :], windows.scale_n[None, :])
+    _follow_cores(windows.times, windows.offset, windows.count, scale,
                   np.array(rows, dtype=np.int64), gm, w, ti, ring.astype(np.float64),
                   passive, period, wm, tau, MAX_EVENTS, wakes, empty)
+    for (p0, m0), p, m in again:
+        wakes[p, m], empty[p, m] = wakes[p0, m0], empty[p0, m0]
     if len(windows.done) > CACHED:
         windows.done.clear()
     for key, p, m in zip(keys, rows, members, strict=True):
@@ -236,7 +261,7 @@ def _drain(a: np.ndarray, o: int, n: int, nx: int, q: float, t: float, r: float,
         end = at + q / r
         stop = min(end, limit)
         m = _arrived(a, o, n, k, stop) - k
-        if q + m - 1.0 <= ring - 0.5:  # every one of them finds room
+        if m == 0 or q + m - 1.0 <= ring - 0.5:  # every one of them finds room
             if stop < end:
                 return _INF, k + m, q + m - r * (limit - at), limit
             if m == 0:
@@ -259,8 +284,9 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, scale: np.nda
                   wm: np.ndarray, tau: np.ndarray, max_events: int, wakes: np.ndarray,
                   empty: np.ndarray) -> None:
     """Each group g (row gp[g], columns gm[g] up to -1) followed event by event: a
-    sleeper's wake-up, the start or end of an interrupt, a drain's end. Its counts over the
-    window, past the first wake-up, are scaled to the whole transmission."""
+    sleeper's wake-up, the start or end of an interrupt, a drain's end (before a wake-up
+    at the same instant, as in the DES). Its counts over the window, past the first
+    wake-up, are scaled to the whole transmission (`scale`: the window's share of it)."""
     for g in range(gp.size):
         p = gp[g]
         k = 0
@@ -302,7 +328,7 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, scale: np.nda
                         c = cs[j]
                         e, _, _, known = _drain(a, off[c], cnt[c], nx[j], q[j], t, r,
                                                 ring[p, c], te, STEP)
-                        if e < te:
+                        if e < te or (e == te and what == 2):
                             te, what, who = e, 3, j
                         elif known < te:  # (a step: scans stay short, drains long)
                             te, what, who = known, 4, -1
@@ -356,6 +382,6 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, scale: np.nda
             continue
         for j in range(k):
             c = cs[j]
-            f = scale[c]
+            f = scale[p, c]
             wakes[p, c] = 1.0 + (nw[j] - 1.0) / f if nw[j] >= 1.0 else 0.0
             empty[p, c] = ne[j] / f

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from nictune.model import Config, NicSetting, parse_config
-from nictune.simulator import simulate
+from nictune.simulator import fast_wakes, simulate
 from nictune.simulator.batch import PASSIVE, WATERMARK, SettingBatch
 from nictune.simulator.fast import Workload, evaluate
 from nictune.simulator.fast_wakes import MAX_WAKES, WAKE_UPS, joint_wakes
@@ -60,7 +60,8 @@ def test_a_long_transmission_is_followed_over_a_window_and_scaled() -> None:
     settings = {t: NicSetting("passive_wait", poll_interval=40e-6, ring_slots=4096)
                 for t in ("t0", "t1")}
     wl = Workload.build(config, config.transmissions)
-    assert wl.windows.scale[0] == pytest.approx(0.1)
+    assert wl.windows.scale_n[0] == pytest.approx(0.1)
+    assert wl.windows.scale_t[0] == pytest.approx(0.1, rel=1e-3)
     fast = simulate(config, settings, engine="fast")
     des = simulate(config, settings, engine="des", exact=True)
     for f, d in zip(fast, des, strict=True):
@@ -105,15 +106,50 @@ def test_only_cores_of_two_sleepers_or_more_are_followed() -> None:
     assert np.isnan(wakes[1:]).all() and np.isnan(empty[1:]).all()
 
 
-def test_a_core_followed_once_is_taken_from_the_cache() -> None:
+def test_a_core_is_followed_once_then_taken_from_the_cache(monkeypatch) -> None:
     config = two_passive(50_000, 300_000, "poisson")
     tick = NicSetting("passive_wait", poll_interval=40e-6, ring_slots=4096)
     b = batch_of(config, [{"t0": tick, "t1": tick}] * 3)
     wl = Workload.build(config, config.transmissions)
+    followed: list[int] = []
+    kernel = fast_wakes._follow_cores
+
+    def counted(*args: object) -> None:
+        followed.append(len(args[4]))  # (the groups' rows)
+        kernel(*args)
+
+    monkeypatch.setattr(fast_wakes, "_follow_cores", counted)
     first = evaluate(wl, b)["interrupts"]
-    assert len(wl.windows.done) == 1  # three rows, one core: followed once
-    assert (first == first[0]).all()
+    assert followed == [1]  # three rows, one core: followed once
+    assert (first == first[0]).all() and np.isfinite(first).all()
     np.testing.assert_array_equal(evaluate(wl, b)["interrupts"], first)
+    assert followed == [1]  # the second call: all from the cache
+
+
+def test_a_window_too_thin_to_scale_keeps_the_closed_form() -> None:
+    """A small transmission beside a big one keeps a handful of packets of its window
+    (its time would be scaled wrong), an onoff one fewer than ten bursts."""
+    raw = {"hosts": {"h": {"cores": 2, "costs": {"irq": 3e-6, "per_packet": 0.6e-6}}},
+           "nics": {f"n{i}": {"host": "h", "link": "100Gbit/s"} for i in range(3)},
+           "transmissions": [
+               {"id": "big", "nic": "n0", "size": 2_000_000 * 1000, "packet_size": 1000,
+                "rate": 30_000},
+               {"id": "small", "nic": "n1", "size": 1000 * 1000, "packet_size": 1000,
+                "rate": 1000},
+               {"id": "bursts", "nic": "n2", "size": 200_000 * 1000, "packet_size": 1000,
+                "rate": 30_000, "arrival": "onoff", "onoff": {"on": 0.05, "off": 0.45}}]}
+    config = parse_config(raw, source="test")
+    wl = Workload.build(config, config.transmissions)
+    assert list(wl.windows.thin) == [False, True, True]
+    tick = NicSetting("passive_wait", poll_interval=100e-6, ring_slots=4096)
+    aside = NicSetting("active_wait", irq_core=1)
+    pairs = batch_of(config, [{"big": tick, "small": tick, "bursts": aside},
+                              {"big": tick, "small": aside, "bursts": tick}])
+    wakes, _ = joint(wl, pairs)
+    assert np.isnan(wakes).all()
+    wl.windows.thin[:] = False  # (what they would be followed as: scaled wrong)
+    wakes, _ = joint(wl, pairs)
+    assert np.isfinite(wakes[:, :1]).all()
 
 
 def test_the_seed_draws_the_poisson_arrivals_a_core_of_sleepers_follows() -> None:
