@@ -44,6 +44,19 @@ def arrivals_span(t: Transmission, nic: Nic, count: int) -> float | None:
     return None
 
 
+def full_span(t: Transmission, nic: Nic, span: float, n: int, m: int | None = None
+              ) -> float:
+    """s from `t`'s first arrival to its last (or its `m`-th), from a window of `n` of them
+    spanning `span` s: exact for cbr and onoff (a window inside one burst would miss every
+    pause: an onoff transmission in 200 s bursts came out at half its duration), else the
+    window's mean spacing (poisson)."""
+    m = t.packets if m is None else m
+    if n >= m or n < 2:
+        return span
+    fixed = arrivals_span(t, nic, m)
+    return fixed if fixed is not None else span * (m - 1) / (n - 1)
+
+
 def arrival_times(t: Transmission, nic: Nic, seed: int, k: int, count: int | None = None
                   ) -> np.ndarray:
     """Arrival times (s, ascending) of the first `count` packets (default: all) of `t`.

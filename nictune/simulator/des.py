@@ -35,7 +35,7 @@ import simpy
 
 from nictune.errors import InputError
 from nictune.model import Config, NicSetting, Transmission
-from nictune.simulator.arrivals import arrival_times, arrivals_span, onoff_bursts
+from nictune.simulator.arrivals import arrival_times, full_span, onoff_bursts
 from nictune.simulator.costs import memory_factors, pollers_cpu, work_per_packet
 from nictune.simulator.des_loop import (
     ACTIVE,
@@ -865,25 +865,12 @@ def _scaled_counts(parts: Sequence[int], total: int) -> list[int]:
     return out
 
 
-def _full_span(config: Config, t: Transmission, span: float, n: int,
-               m: int | None = None) -> float:
-    """s from `t`'s first arrival to its last (or its `m`-th), from a window of `n` of them
-    spanning `span` s: exact for cbr and onoff (a window inside one burst would miss every
-    pause: an onoff transmission in 200 s bursts came out at half its duration), else the
-    window's mean spacing (poisson)."""
-    m = t.packets if m is None else m
-    if n >= m or n < 2:
-        return span
-    fixed = arrivals_span(t, config.nic_of(t), m)
-    return fixed if fixed is not None else span * (m - 1) / (n - 1)
-
-
 def after_arrivals(config: Config, t: Transmission, m: Metrics, seed: int) -> float:
     """s from `t`'s last arrival to its last delivery in the DES run `m` of seed `seed`:
     its duration less the span of the arrivals it drew, extrapolated as `_metrics` does."""
     a = arrival_times(t, config.nic_of(t), seed, config.transmissions.index(t),
                       m.window_packets)
-    return m.duration_s - _full_span(config, t, float(a[-1] - a[0]), len(a))
+    return m.duration_s - full_span(t, config.nic_of(t), float(a[-1] - a[0]), len(a))
 
 
 def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float, float],
@@ -905,14 +892,15 @@ def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float
     last = float(c.finish[ok].max()) if delivered else c.AL[-1]
     scale = t.packets / c.n
     span = c.AL[-1] - c.AL[0]
-    full = _full_span(config, t, span, c.n)
+    full = full_span(t, config.nic_of(t), span, c.n)
     kept = c.n - stranded  # (the stranded packets are the window's last arrivals)
     if c.n < t.packets and stranded and kept >= 2:
         # the arrivals up to the last one not stranded, as many in the whole transmission
         # as stranded in the window, and the tail after it: an onoff window's extra packet,
         # stranded after a whole pause, had taken that pause off the duration (2.6 %)
         end = c.AL[kept - 1]
-        duration_s = (_full_span(config, t, end - c.AL[0], kept, t.packets - stranded)
+        nic = config.nic_of(t)
+        duration_s = (full_span(t, nic, end - c.AL[0], kept, t.packets - stranded)
                       + max(last - end, 0.0))
     else:
         duration_s = max(last - c.AL[0], 0.0) + full - span

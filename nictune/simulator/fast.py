@@ -304,8 +304,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     res["empty"] = np.minimum(res["empty"], res["interrupts"])
     _first_wake(wl, b, w, pas, wat & (wl.n[None, :] < wm), period, tau, res)
     if wl.groups:  # a core of sleepers only: their wake-ups followed together
-        wakes, empty = joint_wakes(wl.windows, wl.groups, b.irq_core, pas | wat, pas, w,
-                                   wl.ti, b.ring_slots, period, wm, tau)
+        wakes, empty = joint_wakes(wl, b, w)
         known = np.isfinite(wakes)
         res["interrupts"] = np.where(known, wakes, res["interrupts"])
         res["empty"] = np.where(known, np.minimum(empty, wakes), res["empty"])

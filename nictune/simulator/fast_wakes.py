@@ -25,12 +25,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from nictune.model import Config, Transmission
-from nictune.simulator.arrivals import arrival_times, arrivals_span, onoff_bursts
+from nictune.simulator.arrivals import arrival_times, full_span, onoff_bursts
+from nictune.simulator.batch import PASSIVE, WATERMARK, SettingBatch
 from nictune.simulator.compiled import compiled
+
+if TYPE_CHECKING:
+    from nictune.simulator.fast_base import Workload
 
 WINDOW_PACKETS = 20_000  # a host's window holds about this many packets per transmission
 MIN_PACKETS = 100  # a shortened window holds this many packets of each transmission ...
@@ -39,9 +44,10 @@ WAKE_UPS = 100  # a shortened window holds this many ticks of each passive_wait 
 BATCHES = 16  # ... and watermarks of each watermark consumer, else the closed form stays
 MAX_WAKES = 50_000  # a core's window holds at most this many ticks and watermarks ...
 MAX_EVENTS = 400_000  # a core's followed events at most (beyond: the closed form stays)
-STEP = 64  # steps a drain looks ahead per event (a long one advances in as many events)
+LOOK_AHEAD = 64  # steps a drain looks ahead per event (a long one advances in as many events)
 CACHED = 100_000  # cores whose results are kept (a search meets the same ones again)
-_SLEEP, _WAKING, _DRAIN, _DONE = 0, 1, 2, 3
+_SLEEP, _WAKING, _DRAIN, _DONE = 0, 1, 2, 3  # a consumer's state
+_IRQ_END, _IRQ_START, _WAKE, _DRAINED, _STEP = 0, 1, 2, 3, 4  # what happens next
 _INF = math.inf
 
 
@@ -72,10 +78,8 @@ class Windows:
                                   max(1, math.ceil(t.packets * f)))
                 self.offset[c], self.count[c] = at, a.size
                 if a.size < t.packets:
-                    span, full = a[-1] - a[0], arrivals_span(t, nic, t.packets)
-                    if full is None:  # (poisson: the window's mean spacing)
-                        full = span * (t.packets - 1) / max(a.size - 1, 1)
-                    self.scale_t[c] = span / full if full > 0 else 1.0
+                    full = full_span(t, nic, a[-1] - a[0], a.size)
+                    self.scale_t[c] = (a[-1] - a[0]) / full if full > 0 else 1.0
                     self.scale_n[c] = a.size / t.packets
                     bursts = (a.size / onoff_bursts(t, nic)[1] if t.arrival == "onoff"
                               else math.inf)
@@ -88,13 +92,18 @@ class Windows:
         self.done: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
 
-def joint_wakes(windows: Windows, groups: tuple[np.ndarray, ...], core: np.ndarray,
-                batched: np.ndarray, passive: np.ndarray, w: np.ndarray, ti: np.ndarray,
-                ring: np.ndarray, period: np.ndarray, wm: np.ndarray, tau: np.ndarray
+def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Wake-ups and empty wake-ups (P, T) of every consumer on a shared core whose
-    consumers are two or more and all batched; NaN elsewhere (and where the core's window
-    is too short or too busy, or its events pass MAX_EVENTS)."""
+    consumers are two or more and all batched (`w`: their work per packet); NaN elsewhere
+    (and where the core's window is too short or too busy, or its events pass
+    MAX_EVENTS)."""
+    windows, core, ring = wl.windows, b.irq_core, b.ring_slots.astype(np.float64)
+    passive = b.mode == PASSIVE
+    batched = passive | (b.mode == WATERMARK)
+    period = np.where(passive, b.poll_interval, 1.0)
+    wm = np.where(batched & ~passive, np.maximum(b.watermark, 1.0), 1.0)
+    tau = np.where(batched & ~passive, b.watermark_timeout, 0.0)
     shape = core.shape
     wakes, empty = np.full(shape, np.nan), np.full(shape, np.nan)
     members: list[np.ndarray] = []
@@ -102,24 +111,23 @@ def joint_wakes(windows: Windows, groups: tuple[np.ndarray, ...], core: np.ndarr
     keys: list[bytes] = []
     first: dict[bytes, tuple[int, np.ndarray]] = {}
     again: list[tuple[tuple[int, np.ndarray], int, np.ndarray]] = []
-    for cols in groups:
+    for cols in wl.groups:
         on, bat = core[:, cols], batched[:, cols]
         same = on[:, :, None] == on[:, None, :]
         mates = same.sum(axis=2)
         alone_or_mixed = (same & ~bat[:, None, :]).any(axis=2)
         ok = bat & (mates >= 2) & ~alone_or_mixed
-        # a window too short for its consumers' ticks or watermarks spoils the whole core
-        span = windows.span[cols]
-        short = (windows.scale_n[cols] < 1.0) & (windows.thin[cols] | np.where(
-            passive[:, cols], span / period[:, cols] < WAKE_UPS,
-            windows.count[cols] / wm[:, cols] < BATCHES))
+        # a window too short for its consumers' ticks or watermarks spoils the whole core,
+        # and so does one holding too many of them (and timeouts) to follow in good time
+        span, pas = windows.span[cols], passive[:, cols]
+        ticks = span / period[:, cols]
+        batches = windows.count[cols] / wm[:, cols]
+        short = (windows.scale_n[cols] < 1.0) & (
+            windows.thin[cols] | np.where(pas, ticks < WAKE_UPS, batches < BATCHES))
+        timeouts = span / np.where(tau[:, cols] > 0, tau[:, cols], np.inf)
+        busy = np.where(pas, ticks, batches + timeouts)
         ok &= ~(same & short[:, None, :]).any(axis=2)
-        # ... and so does one whose window holds too many wake-ups to follow in good time
-        # (ticks, or watermarks and timeouts, of the window)
-        ticks = np.where(passive[:, cols], span / period[:, cols],
-                         windows.count[cols] / wm[:, cols]
-                         + span / np.where(tau[:, cols] > 0, tau[:, cols], np.inf))
-        ok &= (same * ticks[:, None, :]).sum(axis=2) <= MAX_WAKES
+        ok &= (same * busy[:, None, :]).sum(axis=2) <= MAX_WAKES
         for p, j in zip(*np.nonzero(ok), strict=True):
             if same[p, j, :j].any():  # (a core once, at its first member)
                 continue
@@ -144,8 +152,8 @@ def joint_wakes(windows: Windows, groups: tuple[np.ndarray, ...], core: np.ndarr
         gm[g, :m.size] = m
     scale = np.where(passive, windows.scale_t[None, :], windows.scale_n[None, :])
     _follow_cores(windows.times, windows.offset, windows.count, scale,
-                  np.array(rows, dtype=np.int64), gm, w, ti, ring.astype(np.float64),
-                  passive, period, wm, tau, MAX_EVENTS, wakes, empty)
+                  np.array(rows, dtype=np.int64), gm, w, wl.ti, ring, passive, period, wm,
+                  tau, MAX_EVENTS, wakes, empty)
     for (p0, m0), p, m in again:
         wakes[p, m], empty[p, m] = wakes[p0, m0], empty[p0, m0]
     if len(windows.done) > CACHED:
@@ -157,7 +165,9 @@ def joint_wakes(windows: Windows, groups: tuple[np.ndarray, ...], core: np.ndarr
 
 @compiled
 def _arrived(a: np.ndarray, o: int, n: int, k: int, t: float) -> int:
-    """How many arrivals came by `t`, counting on from k of them (galloping search)."""
+    """How many arrivals came by `t`, counting on from k of them: a galloping search, as
+    most answers are a few arrivals on (np.searchsorted over the rest made rack.yaml's
+    populations 17 % slower)."""
     if k >= n or a[o + k] > t:
         return k
     lo, step = k, 1  # (a[lo] <= t; a[hi] > t or hi == n)
@@ -219,13 +229,15 @@ def _sleep(a: np.ndarray, o: int, n: int, nx: np.ndarray, q: np.ndarray, st: np.
 
 @compiled
 def _empty_ticks(a: np.ndarray, o: int, n: int, nx: int, q: float, t: float, ti: float,
-                 period: float, st: np.ndarray, wake_at: np.ndarray, who: int) -> int:
+                 period: float, st: np.ndarray, wake_at: np.ndarray, who: int
+                 ) -> tuple[int, float]:
     """A passive_wait consumer's tick at `t` on an idle core finds its ring empty: how
     many of its ticks from there on (one per interrupt: those during it are skipped) end
     their interrupt before its next arrival and by the others' next wake-up — empty
-    wake-ups that nothing else on the core can meet (the DES's `Core._empty_ticks`)."""
+    wake-ups that nothing else on the core can meet (the DES's `Core._empty_ticks`) —,
+    and the last of those ticks."""
     if q > 1e-9 or _arrived(a, o, n, nx, t) > nx:
-        return 0
+        return 0, t
     until = _INF
     for j in range(st.size):
         if j != who and st[j] == _SLEEP:
@@ -235,7 +247,7 @@ def _empty_ticks(a: np.ndarray, o: int, n: int, nx: int, q: float, t: float, ti:
     m = 0
     while t + m * span + ti < nxt and t + m * span + ti <= until:
         m += 1
-    return m
+    return m, t + (m - 1) * span
 
 
 @compiled
@@ -316,35 +328,35 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, scale: np.nda
             r = 1.0 / sw if cur < 0 and sw > 0.0 else 0.0
             te, what, who = _INF, -1, -1
             if cur >= 0:
-                te, what, who = irq_end, 0, cur
+                te, what, who = irq_end, _IRQ_END, cur
             elif length > 0:
-                te, what = t, 1
+                te, what = t, _IRQ_START
             for j in range(k):
                 if st[j] == _SLEEP and wake_at[j] < te:
-                    te, what, who = wake_at[j], 2, j
+                    te, what, who = wake_at[j], _WAKE, j
             if r > 0.0:
                 for j in range(k):
                     if st[j] == _DRAIN:
                         c = cs[j]
                         e, _, _, known = _drain(a, off[c], cnt[c], nx[j], q[j], t, r,
-                                                ring[p, c], te, STEP)
-                        if e < te or (e == te and what == 2):
-                            te, what, who = e, 3, j
+                                                ring[p, c], te, LOOK_AHEAD)
+                        if e < te or (e == te and what == _WAKE):
+                            te, what, who = e, _DRAINED, j
                         elif known < te:  # (a step: scans stay short, drains long)
-                            te, what, who = known, 4, -1
+                            te, what, who = known, _STEP, -1
             if te == _INF:
                 break
             for j in range(k):  # the drains up to te (the one that ends: below)
-                if st[j] == _DRAIN and not (what == 3 and j == who):
+                if st[j] == _DRAIN and not (what == _DRAINED and j == who):
                     c = cs[j]
                     _, nx[j], q[j], _ = _drain(a, off[c], cnt[c], nx[j], q[j], t, r,
                                                ring[p, c], te, cnt[c])
             t = te
-            if what == 1:
+            if what == _IRQ_START:
                 cur = queue[head]
                 head, length = (head + 1) % (k + 1), length - 1
                 irq_end = t + ti[cs[cur]]
-            elif what == 0:
+            elif what == _IRQ_END:
                 j, c = cur, cs[cur]
                 cur, irq_end = -1, _INF
                 nw[j] += 1.0
@@ -355,17 +367,15 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, scale: np.nda
                     ne[j] += 1.0
                     _sleep(a, off[c], cnt[c], nx, q, st, wake_at, woke, j, t, ring[p, c],
                            passive[p, c], period[p, c], wm[p, c], tau[p, c])
-            elif what == 2:
+            elif what == _WAKE:
                 c = cs[who]
-                m = 0
+                m, last = 0, t
                 if passive[p, c] and cur < 0 and length == 0 and sw == 0.0:
-                    m = _empty_ticks(a, off[c], cnt[c], nx[who], q[who], t, ti[c],
-                                     period[p, c], st, wake_at, who)
+                    m, last = _empty_ticks(a, off[c], cnt[c], nx[who], q[who], t, ti[c],
+                                           period[p, c], st, wake_at, who)
                 if m > 0:  # (the core idle meanwhile: those wake-ups at once)
                     nw[who] += m
                     ne[who] += m
-                    last = t + (m - 1) * max(1.0, math.ceil(ti[c] / period[p, c] - 1e-9)
-                                             ) * period[p, c]
                     woke[who] = last
                     _sleep(a, off[c], cnt[c], nx, q, st, wake_at, woke, who, last + ti[c],
                            ring[p, c], True, period[p, c], wm[p, c], tau[p, c])
@@ -373,7 +383,7 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, scale: np.nda
                     st[who], woke[who], wake_at[who] = _WAKING, t, _INF
                     queue[(head + length) % (k + 1)] = who
                     length += 1
-            elif what == 3:
+            elif what == _DRAINED:
                 c = cs[who]
                 nx[who], q[who] = _arrived(a, off[c], cnt[c], nx[who], t), 0.0  # all taken
                 _sleep(a, off[c], cnt[c], nx, q, st, wake_at, woke, who, t, ring[p, c],
