@@ -17,8 +17,9 @@ def compiled(fn: Callable[..., Any]) -> Any:
     ignoring them), not ZeroDivisionError. The machine code holds the values of the
     globals it reads and the code of the kernels it calls, and numba notices edits to the
     function's own file only: a kernel calls kernels and reads constants of its own module
-    (tests/simulator/test_compiled.py)."""
+    (tests/simulator/test_compiled.py). It runs without the GIL, so threads can run
+    kernels side by side (`fast_wakes` does)."""
     try:
-        return numba.njit(cache=True, error_model="numpy")(fn)
+        return numba.njit(cache=True, error_model="numpy", nogil=True)(fn)
     except RuntimeError:  # ("cannot cache function …: no locator available")
-        return numba.njit(error_model="numpy")(fn)
+        return numba.njit(error_model="numpy", nogil=True)(fn)

@@ -24,6 +24,8 @@ does; so the events are about the wake-ups, not the packets.
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -45,6 +47,7 @@ BATCHES = 16  # ... and watermarks of each watermark consumer, else the closed f
 MAX_WAKES = 50_000  # a core's window holds at most this many ticks and watermarks ...
 MAX_EVENTS = 400_000  # a core's followed events at most (beyond: the closed form stays)
 LOOK_AHEAD = 64  # steps a drain looks ahead per event (a long one advances in as many events)
+LOTS = 16  # lots of cores per thread (they take uneven time: small lots even it out)
 CACHED = 100_000  # cores whose results are kept (a search meets the same ones again)
 _SLEEP, _WAKING, _DRAIN, _DONE = 0, 1, 2, 3  # a consumer's state
 _IRQ_END, _IRQ_START, _WAKE, _DRAINED, _STEP = 0, 1, 2, 3, 4  # what happens next
@@ -151,9 +154,21 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
     for g, m in enumerate(members):
         gm[g, :m.size] = m
     scale = np.where(passive, windows.scale_t[None, :], windows.scale_n[None, :])
-    _follow_cores(windows.times, windows.offset, windows.count, scale,
-                  np.array(rows, dtype=np.int64), gm, w, wl.ti, ring, passive, period, wm,
-                  tau, MAX_EVENTS, wakes, empty)
+    gp = np.array(rows, dtype=np.int64)
+
+    def follow(part: slice) -> None:
+        _follow_cores(windows.times, windows.offset, windows.count, scale, gp[part], gm[part],
+                      w, wl.ti, ring, passive, period, wm, tau, MAX_EVENTS, wakes, empty)
+
+    # the cores are independent (each writes its own cells) and uneven: handed out to the
+    # CPUs in small lots as they free up
+    n = min(_cpus(), gp.size)
+    if n > 1:
+        lot = max(1, gp.size // (LOTS * n))
+        with ThreadPoolExecutor(n) as pool:
+            list(pool.map(follow, [slice(i, i + lot) for i in range(0, gp.size, lot)]))
+    else:
+        follow(slice(None))
     for (p0, m0), p, m in again:
         wakes[p, m], empty[p, m] = wakes[p0, m0], empty[p0, m0]
     if len(windows.done) > CACHED:
@@ -161,6 +176,12 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
     for key, p, m in zip(keys, rows, members, strict=True):
         windows.done[key] = wakes[p, m], empty[p, m]
     return wakes, empty
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
 
 
 @compiled

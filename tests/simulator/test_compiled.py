@@ -20,19 +20,22 @@ from nictune.simulator import (
     fast_cycles,
     fast_passive,
     fast_phases,
+    fast_wakes,
 )
 
-MODULES = (fast, fast_base, fast_cycles, fast_passive, fast_phases, des_loop)
+MODULES = (fast, fast_base, fast_cycles, fast_passive, fast_phases, fast_wakes, des_loop)
 
 
 def _literals(module: ModuleType) -> set[str]:
-    """Names the module assigns a literal number at its top level (`A = 1`, `A, B = 1, 2`)."""
+    """Names the module assigns a number at its top level (`A = 1`, `A, B = 1, 2`,
+    `A = math.inf`)."""
     out = set()
     for node in ast.parse(inspect.getsource(module)).body:
         if not isinstance(node, ast.Assign):
             continue
         for target in node.targets:
-            if isinstance(target, ast.Name) and isinstance(node.value, ast.Constant):
+            number = isinstance(node.value, ast.Constant | ast.Attribute)
+            if isinstance(target, ast.Name) and number:
                 out.add(target.id)
             elif (isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
                   and all(isinstance(v, ast.Constant) for v in node.value.elts)):

@@ -130,6 +130,25 @@ def test_a_core_is_followed_once_then_taken_from_the_cache(monkeypatch: pytest.M
     assert followed == [1]  # the second call: all from the cache
 
 
+def test_the_cores_followed_on_several_threads_come_out_as_on_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forty cores of two sleepers each, dealt to two threads in lots, then to one."""
+    config = two_passive(50_000, 300_000, "poisson")
+    rng = np.random.default_rng(3)
+    rows = [{t: NicSetting("passive_wait", poll_interval=float(rng.uniform(20e-6, 200e-6)),
+                           ring_slots=4096) for t in ("t0", "t1")} for _ in range(40)]
+    b = batch_of(config, rows)
+    wl = Workload.build(config, config.transmissions)
+    monkeypatch.setattr(fast_wakes, "_cpus", lambda: 2)
+    two = joint(wl, b)
+    wl.windows.done.clear()
+    monkeypatch.setattr(fast_wakes, "_cpus", lambda: 1)
+    one = joint(wl, b)
+    assert np.isfinite(two[0]).all() and len(np.unique(two[0][:, 0])) > 30
+    for a, c in zip(two, one, strict=True):
+        np.testing.assert_array_equal(a, c)
+
+
 def test_a_window_too_thin_to_scale_keeps_the_closed_form() -> None:
     """A small transmission beside a big one keeps a handful of packets of its window
     (its time would be scaled wrong), an onoff one fewer than ten bursts."""
