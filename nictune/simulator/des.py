@@ -74,6 +74,7 @@ PACKET_BYTES = 80  # memory a simulated packet takes (its arrays), about
 MIN_WINDOW_PACKETS = 100  # a window holds at least this many packets of each (or all) ...
 FILL_DROPS = 100  # drops after the start-up that show a ring that filled (`_metrics`)
 EXACT_SHARE = 0.3  # a longer window of at least this share runs exact instead
+WINDOW = 200_000  # packets of each transmission a window holds by default (`simulate`)
 WINDOW_GROWTHS = 2  # a window whose queue had not settled is simulated 4x longer, twice
 GROWN_PACKETS = 20_000_000  # ... while the core's longer window holds at most this many
 #   packets (× PACKET_BYTES: 1.6 GB; a worker per CPU each holding 100 M took 8 GB each)
@@ -648,7 +649,7 @@ def run_core(consumers: Sequence[Consumer], vectorised: bool = True,
 
 
 def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 0,
-             exact: bool = False, window: int = 200_000, vectorised: bool = True,
+             exact: bool = False, window: int = WINDOW, vectorised: bool = True,
              timer_phase: float | None = None) -> list[Metrics]:
     """One `Metrics` per transmission in `settings` (in that order).
 

@@ -3,22 +3,26 @@ wake-up together (compiled): the joint state of their drains decides which ticks
 outlasts, which no average of the neighbours' load captures (docs/engines.md, "Shared
 hosts").
 
-The arrivals are the DES's (`arrival_times`, the same seed) over a window of each host's
+The arrivals are the DES's (`arrival_times`, the same seed) over a window of each core's
 transmissions: every one shortened by one factor, its start too, as the DES's window does,
-so the phases of the core keep their order. Between events the core serves the draining
-consumers in turn, packet by packet, as a fluid (each at one packet per Σ w); a wake-up's
-interrupt (Ti, FIFO) stops packet work while it runs; an arrival that finds the ring full
-is lost; a drain ends when the ring is empty, and the consumer then sleeps to its next tick
-or watermark by the DES's rules (`Core._sleep`). Only the wake-ups (interrupts, empty
+so the phases of the core keep their order. The window holds about WINDOW_PACKETS of each
+of the host's transmissions, or, where that holds fewer than WAKE_UPS of a member's longest
+sleeps, enough for them (as the DES's window does; never longer than the DES's, nor than
+CORE_PACKETS, nor than LONG_WAKES wake-ups in all). Between events the core serves the
+draining consumers in turn, packet by packet, as a fluid (each at one packet per Σ w); a
+wake-up's interrupt (Ti, FIFO) stops packet work while it runs; an arrival that finds the
+ring full is lost; a drain ends when the ring is empty, and the consumer then sleeps to its
+next tick or watermark by the DES's rules (`Core._sleep`). Only the wake-ups (interrupts, empty
 wake-ups, and with them the CPU time) come from here; drops, throughput and latency stay
-the closed form's. A window too short for a consumer's ticks or watermarks, or holding
-more than MAX_WAKES of them, a core past MAX_EVENTS, or a core with an active_wait or
-busy_poll consumer keeps the closed form.
+the closed form's. A window too short for a consumer's ticks or watermarks (and shorter
+than the DES's), or holding more than MAX_WAKES of them, a core past MAX_EVENTS, or a core
+with an active_wait or busy_poll consumer keeps the closed form.
 
 Cost: a drain that no arrival can overflow before its queue is served jumps there at once
-(the arrivals counted by a galloping search), and a tick that finds the ring empty on an
-idle core counts the empty ticks up to the next arrival or wake-up at once, as the DES
-does; so the events are about the wake-ups, not the packets.
+(the arrivals counted by a galloping search; else it takes those arrivals one at a time,
+a few operations each), and a tick that finds the ring empty on an idle core counts the
+empty ticks up to the next arrival or wake-up at once, as the DES does; so the events are
+about the wake-ups, not the packets. The cores of a call are followed on a thread per CPU.
 """
 
 from __future__ import annotations
@@ -32,18 +36,26 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nictune.model import Config, Transmission
-from nictune.simulator.arrivals import arrival_times, full_span, onoff_bursts
+from nictune.simulator.arrivals import arrival_times, onoff_bursts
 from nictune.simulator.batch import PASSIVE, WATERMARK, SettingBatch
 from nictune.simulator.compiled import compiled
+from nictune.simulator.des import GROWN_PACKETS as DES_GROWN
+from nictune.simulator.des import MAX_WINDOWS as DES_MAX_WINDOWS
+from nictune.simulator.des import WAKE_UPS as DES_WAKE_UPS
+from nictune.simulator.des import WINDOW as DES_WINDOW
 
 if TYPE_CHECKING:
     from nictune.simulator.fast_base import Workload
 
-WINDOW_PACKETS = 20_000  # a host's window holds about this many packets per transmission
+WINDOW_PACKETS = 20_000  # a core's window holds about this many packets per transmission ...
 MIN_PACKETS = 100  # a shortened window holds this many packets of each transmission ...
 ONOFF_CYCLES = 10  # ... and bursts of an onoff one ...
-WAKE_UPS = 100  # a shortened window holds this many ticks of each passive_wait consumer ...
+WAKE_UPS = 100  # ... and is made longer for this many ticks of each passive_wait consumer
 BATCHES = 16  # ... and watermarks of each watermark consumer, else the closed form stays
+LONGEST = 4_000_000  # ... up to the DES's window, this many packets of each one
+CORE_PACKETS = 4_000_000  # ... and this many of all of them (the cost of following it)
+DRAWN = 32_000_000  # arrivals kept in all (8 bytes each; a config needing more: less each)
+LONG_WAKES = 5_000  # ... where it then holds at most this many wake-ups in all
 MAX_WAKES = 50_000  # a core's window holds at most this many ticks and watermarks ...
 MAX_EVENTS = 400_000  # a core's followed events at most (beyond: the closed form stays)
 LOOK_AHEAD = 64  # steps a drain looks ahead per event (a long one advances in as many events)
@@ -55,44 +67,78 @@ _INF = math.inf
 
 
 class Windows:
-    """Each shared host's arrivals over its window, end to end (`times[offset[c]:][:count[c]]`
-    for column c), its `span`, what share of the whole transmission's time (`scale_t`) and
-    packets (`scale_n`) it holds — the DES's window scales ticks by the one, the rest by the
-    other —, whether it is too short to scale (`thin`: fewer than MIN_PACKETS, or an onoff
-    window of fewer than ONOFF_CYCLES bursts), and the cores followed so far (`done`:
-    their members and settings -> their counts)."""
+    """The arrivals of each shared host's transmissions, drawn as the DES draws them from a
+    start of 0 (`times[offset[c]:][:drawn[c]]` for column c; a window of a fraction f adds
+    f · start) and drawn further as longer windows need them (the draws of a longer window
+    begin with those of a shorter one), up to `most[c]`; what a window of n packets spans
+    (`span`) and holds of the whole transmission's time (`time_share`); the fraction each
+    host's own window takes (`base`: WINDOW_PACKETS per transmission); and the cores
+    followed so far (`done`: their members and settings -> their counts)."""
 
     def __init__(self, config: Config, transmissions: list[Transmission],
                  groups: tuple[np.ndarray, ...], seed: int) -> None:
         index = {t.id: k for k, t in enumerate(config.transmissions)}
+        self._draw = [(replace(t, start=0.0), config.nic_of(t), seed, index[t.id])
+                      for t in transmissions]
         size = len(transmissions)
-        self.scale_t, self.scale_n = np.ones(size), np.ones(size)
-        self.thin = np.zeros(size, dtype=bool)
-        self.offset = np.zeros(size, dtype=np.int64)
-        self.count = np.zeros(size, dtype=np.int64)
-        parts, at = [], 0
+        self.packets = np.array([t.packets for t in transmissions], dtype=np.int64)
+        self.start = np.array([t.start for t in transmissions], dtype=np.float64)
+        self.rate = np.array([t.rate for t in transmissions], dtype=np.float64)
+        # a window of n spans (n - 1) // per_burst · cycle + (n - 1) % per_burst / peak
+        self.per_burst = np.ones(size, dtype=np.int64)
+        self.cycle, self.peak = 1.0 / self.rate, self.rate.copy()
+        self.onoff = np.zeros(size, dtype=bool)
+        for c, t in enumerate(transmissions):
+            if t.arrival == "onoff":
+                self.peak[c], self.per_burst[c], self.cycle[c] = onoff_bursts(t, config.nic_of(t))
+                self.onoff[c] = True
+        self.base = np.ones(size)
         for cols in groups:
-            packets = sum(transmissions[c].packets for c in cols)
-            f = min(1.0, WINDOW_PACKETS * cols.size / packets)
-            for c in cols.tolist():
-                t = transmissions[c]
-                nic = config.nic_of(t)
-                a = arrival_times(replace(t, start=t.start * f), nic, seed, index[t.id],
-                                  max(1, math.ceil(t.packets * f)))
-                self.offset[c], self.count[c] = at, a.size
-                if a.size < t.packets:
-                    full = full_span(t, nic, a[-1] - a[0], a.size)
-                    self.scale_t[c] = (a[-1] - a[0]) / full if full > 0 else 1.0
-                    self.scale_n[c] = a.size / t.packets
-                    bursts = (a.size / onoff_bursts(t, nic)[1] if t.arrival == "onoff"
-                              else math.inf)
-                    self.thin[c] = a.size < MIN_PACKETS or bursts < ONOFF_CYCLES
-                parts.append(a)
-                at += a.size
-        self.times = np.concatenate(parts) if parts else np.zeros(0)
-        self.span = np.array([self.times[o + c - 1] - self.times[o] if c else 0.0
-                              for o, c in zip(self.offset, self.count, strict=True)])
+            self.base[cols] = min(1.0, WINDOW_PACKETS * cols.size / self.packets[cols].sum())
+        first = np.maximum(np.ceil(self.packets * self.base).astype(np.int64), 1)
+        self.most = np.minimum(self.packets, np.maximum(first, LONGEST))
+        kept = np.zeros(size, dtype=bool)
+        for cols in groups:
+            kept[cols] = True
+        extra = (self.most - first)[kept].sum()
+        room = DRAWN - first[kept].sum()
+        if extra > room:  # (every one's longer window shortened by one factor)
+            self.most = first + ((self.most - first) * max(room, 0) // extra)
+        self.most[~kept] = 0
+        # room for every column's longest window, end to end; the memory of what is not
+        # drawn yet is never touched, so the system does not give it to the process
+        self.offset = np.concatenate([[0], np.cumsum(self.most)[:-1]]).astype(np.int64)
+        self.times = np.empty(int(self.most.sum()))
+        self.drawn = np.zeros(size, dtype=np.int64)
+        self.draw(first)
         self.done: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+    def draw(self, need: np.ndarray) -> None:
+        """Arrivals drawn for at least `need` (capped at `most`) packets of each column."""
+        need = np.minimum(need, self.most)
+        grow = np.flatnonzero(need > self.drawn)
+        if not grow.size:
+            return
+        for c in grow.tolist():  # (twice as many at least: few draws as windows grow)
+            n = int(min(self.most[c], max(need[c], 2 * self.drawn[c])))
+            o = self.offset[c]
+            self.times[o:o + n] = arrival_times(*self._draw[c], n)
+            self.drawn[c] = n
+
+    def span(self, n: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """s from the first to the n-th arrival of each column (cbr, onoff: exact; poisson:
+        n - 1 mean gaps)."""
+        k = np.maximum(n - 1, 0)
+        pb = self.per_burst[cols]
+        return k // pb * self.cycle[cols] + k % pb / self.peak[cols]
+
+    def time_share(self, n: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """The share of each column's whole time a window of n of its packets spans (1: all
+        of them, or a window of one)."""
+        whole = self.span(self.packets[cols], cols)
+        part = self.span(n, cols)
+        return np.where((n < self.packets[cols]) & (n >= 2) & (whole > 0),
+                        part / np.where(whole > 0, whole, 1.0), 1.0)
 
 
 def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
@@ -109,6 +155,9 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
     tau = np.where(batched & ~passive, b.watermark_timeout, 0.0)
     shape = core.shape
     wakes, empty = np.full(shape, np.nan), np.full(shape, np.nan)
+    count = np.zeros(shape, dtype=np.int64)  # each one's packets in its core's window
+    scale = np.ones(shape)  # what the window holds of each one's ticks or packets
+    shift = np.zeros(shape)  # its start in the window
     members: list[np.ndarray] = []
     rows: list[int] = []
     keys: list[bytes] = []
@@ -120,17 +169,19 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
         mates = same.sum(axis=2)
         alone_or_mixed = (same & ~bat[:, None, :]).any(axis=2)
         ok = bat & (mates >= 2) & ~alone_or_mixed
-        # a window too short for its consumers' ticks or watermarks spoils the whole core,
-        # and so does one holding too many of them (and timeouts) to follow in good time
-        span, pas = windows.span[cols], passive[:, cols]
-        ticks = span / period[:, cols]
-        batches = windows.count[cols] / wm[:, cols]
-        short = (windows.scale_n[cols] < 1.0) & (
-            windows.thin[cols] | np.where(pas, ticks < WAKE_UPS, batches < BATCHES))
-        timeouts = span / np.where(tau[:, cols] > 0, tau[:, cols], np.inf)
-        busy = np.where(pas, ticks, batches + timeouts)
-        ok &= ~(same & short[:, None, :]).any(axis=2)
-        ok &= (same * busy[:, None, :]).sum(axis=2) <= MAX_WAKES
+        pas = passive[:, cols]
+        args = (windows, cols, same, pas, period[:, cols], wm[:, cols], tau[:, cols])
+        # the host's own window, or one made longer for the core's longest sleeps where
+        # it holds at most LONG_WAKES wake-ups in all (more would cost more than they tell)
+        f, n, spoiled, busy = _sized(*args, longer=False)
+        f_long, n_long, spoiled_long, busy_long = _sized(*args, longer=True)
+        long = (f_long > f) & (busy_long <= LONG_WAKES)
+        f, n = np.where(long, f_long, f), np.where(long, n_long, n)
+        spoiled, busy = np.where(long, spoiled_long, spoiled), np.where(long, busy_long, busy)
+        ok &= ~spoiled & (busy <= MAX_WAKES)
+        count[:, cols] = n
+        scale[:, cols] = np.where(pas, windows.time_share(n, cols), n / windows.packets[cols])
+        shift[:, cols] = windows.start[cols] * f
         for p, j in zip(*np.nonzero(ok), strict=True):
             if same[p, j, :j].any():  # (a core once, at its first member)
                 continue
@@ -153,20 +204,23 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
     gm = np.full((len(members), width), -1, dtype=np.int64)
     for g, m in enumerate(members):
         gm[g, :m.size] = m
-    scale = np.where(passive, windows.scale_t[None, :], windows.scale_n[None, :])
     gp = np.array(rows, dtype=np.int64)
+    followed = np.zeros(shape, dtype=bool)
+    for p, m in zip(rows, members, strict=True):
+        followed[p, m] = True
+    windows.draw(np.where(followed, count, 0).max(axis=0))
 
-    def follow(part: slice) -> None:
-        _follow_cores(windows.times, windows.offset, windows.count, scale, gp[part], gm[part],
+    def follow(lot: slice) -> None:
+        _follow_cores(windows.times, windows.offset, count, shift, scale, gp[lot], gm[lot],
                       w, wl.ti, ring, passive, period, wm, tau, MAX_EVENTS, wakes, empty)
 
     # the cores are independent (each writes its own cells) and uneven: handed out to the
     # CPUs in small lots as they free up
-    n = min(_cpus(), gp.size)
-    if n > 1:
-        lot = max(1, gp.size // (LOTS * n))
-        with ThreadPoolExecutor(n) as pool:
-            list(pool.map(follow, [slice(i, i + lot) for i in range(0, gp.size, lot)]))
+    threads = min(_cpus(), gp.size)
+    if threads > 1:
+        size = max(1, gp.size // (LOTS * threads))
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(follow, [slice(i, i + size) for i in range(0, gp.size, size)]))
     else:
         follow(slice(None))
     for (p0, m0), p, m in again:
@@ -178,6 +232,58 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
     return wakes, empty
 
 
+def _sized(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray,
+           period: np.ndarray, wm: np.ndarray, tau: np.ndarray, longer: bool
+           ) -> tuple[np.ndarray, ...]:
+    """(P, |cols|) each, of the window of every element's core (`_fraction`): its fraction,
+    the element's packets in it, whether the core keeps the closed form for it, and the
+    ticks, watermarks and timeouts the core's window holds in all.
+
+    A window too short for a member's ticks or watermarks (unless it is as long as the
+    DES's), or too thin to scale, spoils the whole core."""
+    f, des = _fraction(windows, cols, same, pas, period, wm, tau, longer)
+    packets = windows.packets[cols]
+    n = np.clip(np.ceil(packets * f).astype(np.int64), 1, packets)
+    span = windows.span(n, cols)
+    ticks = span / period
+    batches = n / wm
+    thin = (n < MIN_PACKETS) | (windows.onoff[cols] & (n / windows.per_burst[cols]
+                                                      < ONOFF_CYCLES))
+    short = (n < packets) & (thin | ~des & np.where(pas, ticks < WAKE_UPS, batches < BATCHES))
+    busy = np.where(pas, ticks, batches + span / np.where(tau > 0, tau, np.inf))
+    return (f, n, (same & short[:, None, :]).any(axis=2),
+            (same * busy[:, None, :]).sum(axis=2))
+
+
+def _fraction(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray,
+              period: np.ndarray, wm: np.ndarray, tau: np.ndarray, longer: bool
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(P, |cols|): the fraction of each core's transmissions its window holds, and whether
+    that window is as long as the DES's (`des.window_fraction` for the DES's default window:
+    then it holds what the reference holds, however few wake-ups). The host's own window
+    (`base`) — if `longer`, made longer to hold WAKE_UPS of its members' longest time
+    between wake-ups, up to CORE_PACKETS in all —, never longer than the DES's nor than the
+    arrivals drawn allow (`most`)."""
+    packets = windows.packets[cols].astype(np.float64)
+    rate = windows.rate[cols]
+    fill = wm / rate
+    interval = np.where(pas, period, np.where(tau > 0, np.minimum(fill, tau), fill))
+    share = interval * rate / packets
+    cycle_share = windows.cycle[cols] * rate / packets * ONOFF_CYCLES / WAKE_UPS
+    share = np.where(windows.onoff[cols], np.maximum(share, cycle_share), share)
+    total = (same * packets).sum(axis=2)
+    fewest = np.where(same, packets, np.inf).min(axis=2)
+    longest = np.where(same, share[:, None, :], 0.0).max(axis=2)
+    by_packets = np.minimum(DES_WINDOW / fewest,
+                            2.0 * DES_WINDOW * same.sum(axis=2) / total)
+    by_wakes = np.minimum(DES_WAKE_UPS * longest, DES_MAX_WINDOWS * DES_WINDOW / total)
+    des = np.minimum(np.minimum(1.0, np.maximum(by_packets, by_wakes)), DES_GROWN / total)
+    drawn = np.where(same, (windows.most[cols] / packets)[None, None, :], np.inf).min(axis=2)
+    more = np.minimum(WAKE_UPS * longest, CORE_PACKETS / total) if longer else 0.0
+    f = np.minimum(np.minimum(des, np.maximum(windows.base[cols], more)), drawn)
+    return f, f >= des * (1.0 - 1e-9)
+
+
 def _cpus() -> int:
     """The CPUs this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
@@ -185,20 +291,20 @@ def _cpus() -> int:
 
 
 @compiled
-def _arrived(a: np.ndarray, o: int, n: int, k: int, t: float) -> int:
-    """How many arrivals came by `t`, counting on from k of them: a galloping search, as
-    most answers are a few arrivals on (np.searchsorted over the rest made rack.yaml's
-    populations 17 % slower)."""
-    if k >= n or a[o + k] > t:
+def _arrived(a: np.ndarray, o: int, n: int, s: float, k: int, t: float) -> int:
+    """How many arrivals (`a[o:o + n] + s`) came by `t`, counting on from k of them: a
+    galloping search, as most answers are a few arrivals on (np.searchsorted over the rest
+    made rack.yaml's populations 17 % slower)."""
+    if k >= n or a[o + k] + s > t:
         return k
     lo, step = k, 1  # (a[lo] <= t; a[hi] > t or hi == n)
-    while lo + step < n and a[o + lo + step] <= t:
+    while lo + step < n and a[o + lo + step] + s <= t:
         lo += step
         step *= 2
     hi = min(lo + step, n)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if a[o + mid] <= t:
+        if a[o + mid] + s <= t:
             lo = mid
         else:
             hi = mid
@@ -206,27 +312,27 @@ def _arrived(a: np.ndarray, o: int, n: int, k: int, t: float) -> int:
 
 
 @compiled
-def _admit(a: np.ndarray, o: int, n: int, nx: np.ndarray, q: np.ndarray, j: int,
+def _admit(a: np.ndarray, o: int, n: int, s: float, nx: np.ndarray, q: np.ndarray, j: int,
            ring: float, t: float) -> None:
     """Arrivals up to `t` enter consumer j's ring (not served) while it has room."""
-    k = _arrived(a, o, n, nx[j], t)
+    k = _arrived(a, o, n, s, nx[j], t)
     q[j] = min(q[j] + (k - nx[j]), max(ring, q[j]))
     nx[j] = k
 
 
 @compiled
-def _sleep(a: np.ndarray, o: int, n: int, nx: np.ndarray, q: np.ndarray, st: np.ndarray,
-           wake_at: np.ndarray, woke: np.ndarray, j: int, x: float, ring: float,
-           passive: bool, period: float, wm: float, tau: float) -> None:
+def _sleep(a: np.ndarray, o: int, n: int, s: float, nx: np.ndarray, q: np.ndarray,
+           st: np.ndarray, wake_at: np.ndarray, woke: np.ndarray, j: int, x: float,
+           ring: float, passive: bool, period: float, wm: float, tau: float) -> None:
     """Consumer j found its ring empty at `x` (or starts): its next wake-up, as the DES's
     `Core._sleep`."""
     st[j] = _SLEEP
-    _admit(a, o, n, nx, q, j, ring, x)
+    _admit(a, o, n, s, nx, q, j, ring, x)
     if q[j] <= 1e-9 and nx[j] >= n:
         st[j] = _DONE  # ticks stop after the last delivery
         return
     if passive:
-        t0 = a[o]
+        t0 = a[o] + s
         k = max(1.0, math.ceil((x - t0) / period))
         while k > 1.0 and t0 + (k - 1.0) * period >= x:
             k -= 1.0
@@ -239,9 +345,9 @@ def _sleep(a: np.ndarray, o: int, n: int, nx: np.ndarray, q: np.ndarray, st: np.
     if qi >= wm:
         wake = x
     elif wm <= ring and nx[j] + wm - qi - 1 < n:
-        wake = a[o + nx[j] + int(wm - qi) - 1]
+        wake = a[o + nx[j] + int(wm - qi) - 1] + s
     if tau > 0.0 and (qi > 0 or nx[j] < n):  # tau after the first packet queued
-        wake = min(wake, max(x, a[o + nx[j] - int(qi)] + tau))
+        wake = min(wake, max(x, a[o + nx[j] - int(qi)] + s + tau))
     if wake == _INF:
         st[j] = _DONE  # below the watermark with no timeout: stranded
         return
@@ -249,7 +355,8 @@ def _sleep(a: np.ndarray, o: int, n: int, nx: np.ndarray, q: np.ndarray, st: np.
 
 
 @compiled
-def _empty_ticks(a: np.ndarray, o: int, n: int, nx: int, q: float, t: float, ti: float,
+def _empty_ticks(a: np.ndarray, o: int, n: int, s: float, nx: int, q: float, t: float,
+                 ti: float,
                  period: float, st: np.ndarray, wake_at: np.ndarray, who: int
                  ) -> tuple[int, float]:
     """A passive_wait consumer's tick at `t` on an idle core finds its ring empty: how
@@ -257,13 +364,13 @@ def _empty_ticks(a: np.ndarray, o: int, n: int, nx: int, q: float, t: float, ti:
     their interrupt before its next arrival and by the others' next wake-up — empty
     wake-ups that nothing else on the core can meet (the DES's `Core._empty_ticks`) —,
     and the last of those ticks."""
-    if q > 1e-9 or _arrived(a, o, n, nx, t) > nx:
+    if q > 1e-9 or _arrived(a, o, n, s, nx, t) > nx:
         return 0, t
     until = _INF
     for j in range(st.size):
         if j != who and st[j] == _SLEEP:
             until = min(until, wake_at[j])
-    nxt = a[o + nx] if nx < n else _INF
+    nxt = a[o + nx] + s if nx < n else _INF
     span = max(1.0, math.ceil(ti / period - 1e-9)) * period
     m = 0
     while t + m * span + ti < nxt and t + m * span + ti <= until:
@@ -272,7 +379,7 @@ def _empty_ticks(a: np.ndarray, o: int, n: int, nx: int, q: float, t: float, ti:
 
 
 @compiled
-def _drain(a: np.ndarray, o: int, n: int, nx: int, q: float, t: float, r: float,
+def _drain(a: np.ndarray, o: int, n: int, s: float, nx: int, q: float, t: float, r: float,
            ring: float, limit: float, most: int) -> tuple[float, int, float, float]:
     """A ring of q packets from `t`, served at r packets/s (0: not served), arrivals from
     index nx on entering while it has room: (when it runs empty, inf if not by `limit`;
@@ -283,49 +390,56 @@ def _drain(a: np.ndarray, o: int, n: int, nx: int, q: float, t: float, r: float,
     it half-way) is lost; the ring is empty once the last packet taken is done before
     the next arrival (one at that instant is in time, as in the DES). The ring cannot run
     empty before its q packets are served, so where no arrival until then can find it
-    full, one step takes it there (the arrivals counted by a search); else one arrival
-    at a time."""
+    full, one step takes it there (the arrivals counted by a search); else its arrivals
+    until then one at a time (a step each)."""
     at, k = t, nx
     if r <= 0.0:  # (no service: it fills)
-        m = _arrived(a, o, n, k, limit) - k
+        m = _arrived(a, o, n, s, k, limit) - k
         room = max(math.floor(ring - 0.5 - q) + 1.0, 0.0)
         return _INF, k + m, q + min(m, room), limit
-    for _ in range(most):
+    steps = 0
+    while steps < most:
         end = at + q / r
         stop = min(end, limit)
-        m = _arrived(a, o, n, k, stop) - k
+        m = _arrived(a, o, n, s, k, stop) - k
         if m == 0 or q + m - 1.0 <= ring - 0.5:  # every one of them finds room
             if stop < end:
                 return _INF, k + m, q + m - r * (limit - at), limit
             if m == 0:
                 return end, k, 0.0, end
             q, at, k = float(m), end, k + m
+            steps += 1
             continue
-        nxt = a[o + k]  # (m > 0: one arrives before the ring could run empty)
-        q -= r * (nxt - at)
-        at = nxt
-        if q <= ring - 0.5:
-            q += 1.0
-        k += 1
+        # (all m arrive before the ring could run empty: no search between them)
+        for _ in range(min(m, most - steps)):
+            nxt = a[o + k] + s
+            q -= r * (nxt - at)
+            at = nxt
+            if q <= ring - 0.5:
+                q += 1.0
+            k += 1
+            steps += 1
     return _INF, k, q, at
 
 
 @compiled
-def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, scale: np.ndarray,
-                  gp: np.ndarray, gm: np.ndarray, w: np.ndarray, ti: np.ndarray,
-                  ring: np.ndarray, passive: np.ndarray, period: np.ndarray,
+def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarray,
+                  scale: np.ndarray, gp: np.ndarray, gm: np.ndarray, w: np.ndarray,
+                  ti: np.ndarray, ring: np.ndarray, passive: np.ndarray, period: np.ndarray,
                   wm: np.ndarray, tau: np.ndarray, max_events: int, wakes: np.ndarray,
                   empty: np.ndarray) -> None:
     """Each group g (row gp[g], columns gm[g] up to -1) followed event by event: a
     sleeper's wake-up, the start or end of an interrupt, a drain's end (before a wake-up
-    at the same instant, as in the DES). Its counts over the window, past the first
-    wake-up, are scaled to the whole transmission (`scale`: the window's share of it)."""
+    at the same instant, as in the DES). Column c's arrivals are a[off[c]:][:cnt[p, c]]
+    + sh[p, c]. Its counts over the window, past the first wake-up, are scaled to the whole
+    transmission (`scale`: the window's share of it)."""
     for g in range(gp.size):
         p = gp[g]
         k = 0
         while k < gm.shape[1] and gm[g, k] >= 0:
             k += 1
         cs = gm[g, :k]
+        o, n, s = off[cs], cnt[p, cs], sh[p, cs]  # (consumer j's arrivals)
         st = np.zeros(k, dtype=np.int64)
         q, woke = np.zeros(k), np.full(k, -_INF)
         nx = np.zeros(k, dtype=np.int64)
@@ -336,9 +450,9 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, scale: np.nda
         t = _INF
         for j in range(k):
             c = cs[j]
-            t = min(t, a[off[c]])
-            _sleep(a, off[c], cnt[c], nx, q, st, wake_at, woke, j, a[off[c]], ring[p, c],
-                   passive[p, c], period[p, c], wm[p, c], tau[p, c])
+            t = min(t, a[o[j]] + s[j])
+            _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, a[o[j]] + s[j],
+                   ring[p, c], passive[p, c], period[p, c], wm[p, c], tau[p, c])
         events = 0
         while events <= max_events:
             events += 1
@@ -358,9 +472,8 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, scale: np.nda
             if r > 0.0:
                 for j in range(k):
                     if st[j] == _DRAIN:
-                        c = cs[j]
-                        e, _, _, known = _drain(a, off[c], cnt[c], nx[j], q[j], t, r,
-                                                ring[p, c], te, LOOK_AHEAD)
+                        e, _, _, known = _drain(a, o[j], n[j], s[j], nx[j], q[j], t, r,
+                                                ring[p, cs[j]], te, LOOK_AHEAD)
                         if e < te or (e == te and what == _WAKE):
                             te, what, who = e, _DRAINED, j
                         elif known < te:  # (a step: scans stay short, drains long)
@@ -369,9 +482,8 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, scale: np.nda
                 break
             for j in range(k):  # the drains up to te (the one that ends: below)
                 if st[j] == _DRAIN and not (what == _DRAINED and j == who):
-                    c = cs[j]
-                    _, nx[j], q[j], _ = _drain(a, off[c], cnt[c], nx[j], q[j], t, r,
-                                               ring[p, c], te, cnt[c])
+                    _, nx[j], q[j], _ = _drain(a, o[j], n[j], s[j], nx[j], q[j], t, r,
+                                               ring[p, cs[j]], te, n[j])
             t = te
             if what == _IRQ_START:
                 cur = queue[head]
@@ -382,32 +494,32 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, scale: np.nda
                 cur, irq_end = -1, _INF
                 nw[j] += 1.0
                 st[j] = _DRAIN
-                _admit(a, off[c], cnt[c], nx, q, j, ring[p, c], t)
+                _admit(a, o[j], n[j], s[j], nx, q, j, ring[p, c], t)
                 if q[j] <= 1e-9:
                     q[j] = 0.0
                     ne[j] += 1.0
-                    _sleep(a, off[c], cnt[c], nx, q, st, wake_at, woke, j, t, ring[p, c],
+                    _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, t, ring[p, c],
                            passive[p, c], period[p, c], wm[p, c], tau[p, c])
             elif what == _WAKE:
-                c = cs[who]
+                j, c = who, cs[who]
                 m, last = 0, t
                 if passive[p, c] and cur < 0 and length == 0 and sw == 0.0:
-                    m, last = _empty_ticks(a, off[c], cnt[c], nx[who], q[who], t, ti[c],
-                                           period[p, c], st, wake_at, who)
+                    m, last = _empty_ticks(a, o[j], n[j], s[j], nx[j], q[j], t, ti[c],
+                                           period[p, c], st, wake_at, j)
                 if m > 0:  # (the core idle meanwhile: those wake-ups at once)
-                    nw[who] += m
-                    ne[who] += m
-                    woke[who] = last
-                    _sleep(a, off[c], cnt[c], nx, q, st, wake_at, woke, who, last + ti[c],
+                    nw[j] += m
+                    ne[j] += m
+                    woke[j] = last
+                    _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, last + ti[c],
                            ring[p, c], True, period[p, c], wm[p, c], tau[p, c])
                 else:
-                    st[who], woke[who], wake_at[who] = _WAKING, t, _INF
-                    queue[(head + length) % (k + 1)] = who
+                    st[j], woke[j], wake_at[j] = _WAKING, t, _INF
+                    queue[(head + length) % (k + 1)] = j
                     length += 1
             elif what == _DRAINED:
-                c = cs[who]
-                nx[who], q[who] = _arrived(a, off[c], cnt[c], nx[who], t), 0.0  # all taken
-                _sleep(a, off[c], cnt[c], nx, q, st, wake_at, woke, who, t, ring[p, c],
+                j, c = who, cs[who]
+                nx[j], q[j] = _arrived(a, o[j], n[j], s[j], nx[j], t), 0.0  # all taken
+                _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, t, ring[p, c],
                        passive[p, c], period[p, c], wm[p, c], tau[p, c])
         if events > max_events:
             continue

@@ -3,15 +3,18 @@ window, its cache, and where it leaves the closed form alone."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from nictune.model import Config, NicSetting, parse_config
 from nictune.simulator import fast as fast_engine
 from nictune.simulator import fast_wakes, simulate
+from nictune.simulator.arrivals import arrival_times
 from nictune.simulator.batch import SettingBatch
 from nictune.simulator.fast import Workload, evaluate
-from nictune.simulator.fast_wakes import MAX_WAKES, WAKE_UPS, joint_wakes
+from nictune.simulator.fast_wakes import LONG_WAKES, MAX_WAKES, WAKE_UPS, joint_wakes
 from nictune.simulator.fidelity import random_cases
 
 
@@ -52,13 +55,14 @@ def test_a_core_of_sleepers_wakes_as_in_the_des(grid: int, name: str, tid: str,
             assert fast[t].cpu_busy_s == pytest.approx(des[t].cpu_busy_s, rel=0.05)
 
 
-def two_passive(packets: int, rate: float, arrival: str = "cbr", cores: int = 1) -> Config:
+def two_passive(packets: int, rate: float, arrival: str = "cbr", cores: int = 1,
+                start: float = 0.0) -> Config:
     raw = {"hosts": {"h": {"cores": cores, "costs": {"irq": 3e-6, "per_packet": 0.6e-6,
                                                  "per_byte": 0.2e-9}}},
            "nics": {f"n{i}": {"host": "h", "link": "100Gbit/s"} for i in range(2)},
            "transmissions": [{"id": f"t{i}", "nic": f"n{i}", "size": packets * 1000,
                               "packet_size": 1000, "rate": rate * (1 + 0.3 * i),
-                              "arrival": arrival} for i in range(2)]}
+                              "arrival": arrival, "start": start * i} for i in range(2)]}
     return parse_config(raw, source="test")
 
 
@@ -69,8 +73,9 @@ def test_a_long_transmission_is_followed_over_a_window_and_scaled() -> None:
     settings = {t: NicSetting("passive_wait", poll_interval=40e-6, ring_slots=4096)
                 for t in ("t0", "t1")}
     wl = Workload.build(config, config.transmissions)
-    assert wl.windows.scale_n[0] == pytest.approx(0.1)
-    assert wl.windows.scale_t[0] == pytest.approx(0.1, rel=1e-3)
+    assert wl.windows.base[0] == pytest.approx(0.1)
+    assert wl.windows.time_share(np.array([20_000]), np.array([0]))[0] == pytest.approx(
+        0.1, rel=1e-3)
     fast = simulate(config, settings, engine="fast")
     des = simulate(config, settings, engine="des", exact=True)
     for f, d in zip(fast, des, strict=True):
@@ -88,8 +93,9 @@ def joint(wl: Workload, b: SettingBatch) -> tuple[np.ndarray, np.ndarray]:
 
 def test_only_cores_of_two_sleepers_or_more_are_followed() -> None:
     """A sleeper alone on its core, or beside an active_wait or busy_poll consumer, keeps
-    the closed form (NaN here); so does a window too short for its ticks, or holding more
-    ticks than MAX_WAKES."""
+    the closed form (NaN here); so does a window too short for its ticks (and whose longer
+    window would hold more than LONG_WAKES of the neighbour's), or holding more ticks than
+    MAX_WAKES."""
     config = two_passive(200_000, 300_000, cores=2)
     tick = NicSetting("passive_wait", poll_interval=40e-6, ring_slots=4096)
     rows = [{"t0": tick, "t1": tick},
@@ -102,8 +108,10 @@ def test_only_cores_of_two_sleepers_or_more_are_followed() -> None:
             {t: NicSetting("passive_wait", poll_interval=1e-6, ring_slots=4096)
              for t in ("t0", "t1")}]
     wl = Workload.build(config, config.transmissions)
-    assert wl.windows.span[0] / 0.2 < WAKE_UPS  # (the fifth row's ticks: too few)
-    assert wl.windows.span.sum() / 1e-6 > MAX_WAKES  # (the last row's: too many)
+    span = wl.windows.span(np.array([20_000, 20_000]), np.array([0, 1]))
+    assert span[0] / 0.2 < WAKE_UPS  # (the fifth row's ticks: too few) ...
+    assert span[0] / 0.1 / 40e-6 > LONG_WAKES  # (... a window for 100 of them: too long)
+    assert span.sum() / 1e-6 > MAX_WAKES  # (the last row's: too many)
     wakes, empty = joint(wl, batch_of(config, rows))
     assert np.isfinite(wakes[0]).all() and (wakes[0] > 100).all()
     assert np.isnan(wakes[1:]).all() and np.isnan(empty[1:]).all()
@@ -119,7 +127,7 @@ def test_a_core_is_followed_once_then_taken_from_the_cache(monkeypatch: pytest.M
     kernel = fast_wakes._follow_cores
 
     def counted(*args: object) -> None:
-        followed.append(len(args[4]))  # (the groups' rows)
+        followed.append(len(args[5]))  # (the groups' rows)
         kernel(*args)
 
     monkeypatch.setattr(fast_wakes, "_follow_cores", counted)
@@ -149,7 +157,8 @@ def test_the_cores_followed_on_several_threads_come_out_as_on_one(
         np.testing.assert_array_equal(a, c)
 
 
-def test_a_window_too_thin_to_scale_keeps_the_closed_form() -> None:
+def test_a_window_too_thin_to_scale_keeps_the_closed_form(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
     """A small transmission beside a big one keeps a handful of packets of its window
     (its time would be scaled wrong), an onoff one fewer than ten bursts."""
     raw = {"hosts": {"h": {"cores": 2, "costs": {"irq": 3e-6, "per_packet": 0.6e-6}}},
@@ -163,15 +172,17 @@ def test_a_window_too_thin_to_scale_keeps_the_closed_form() -> None:
                 "rate": 30_000, "arrival": "onoff", "onoff": {"on": 0.05, "off": 0.45}}]}
     config = parse_config(raw, source="test")
     wl = Workload.build(config, config.transmissions)
-    assert list(wl.windows.thin) == [False, True, True]
+    assert wl.windows.base[1] * 1000 < fast_wakes.MIN_PACKETS
     tick = NicSetting("passive_wait", poll_interval=100e-6, ring_slots=4096)
     aside = NicSetting("active_wait", irq_core=1)
     pairs = batch_of(config, [{"big": tick, "small": tick, "bursts": aside},
                               {"big": tick, "small": aside, "bursts": tick}])
     wakes, _ = joint(wl, pairs)
     assert np.isnan(wakes).all()
-    wl.windows.thin[:] = False  # (what they would be followed as: scaled wrong)
-    wakes, _ = joint(wl, pairs)
+    with monkeypatch.context() as m:  # (what they would be followed as: scaled wrong)
+        m.setattr(fast_wakes, "MIN_PACKETS", 0)
+        m.setattr(fast_wakes, "ONOFF_CYCLES", 0)
+        wakes, _ = joint(wl, pairs)
     assert np.isfinite(wakes[:, :1]).all()
 
 
@@ -188,3 +199,51 @@ def test_the_seed_draws_the_poisson_arrivals_a_core_of_sleepers_follows() -> Non
     assert runs[0] == runs[1] and runs[0] != runs[2]
     assert runs[0] == pytest.approx(des[0], rel=0.01)
     assert runs[2] == pytest.approx(des[1], rel=0.01)
+
+
+def test_a_core_of_long_sleeps_is_followed_over_a_window_long_enough_for_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ticks every 10 ms over 1.7 s: the host's window of 20 000 packets each (67 ms) holds
+    7 of them, so the window is made longer for WAKE_UPS of them, as the DES's is; then
+    the wake-ups are the DES's (windowed, as `simulate` runs it), where the closed form
+    missed t1's by a third."""
+    config = two_passive(500_000, 300_000, "poisson")
+    settings = {t: NicSetting("passive_wait", poll_interval=10e-3, ring_slots=4096)
+                for t in ("t0", "t1")}
+    des = simulate(config, settings, engine="des")
+    fast = simulate(config, settings, engine="fast")
+    monkeypatch.setattr(fast_wakes, "LONG_WAKES", 0)  # (no longer window: the closed form)
+    closed = simulate(config, settings, engine="fast")
+    for f, d in zip(fast, des, strict=True):
+        assert f.interrupts == pytest.approx(d.interrupts, rel=0.03)
+    assert abs(closed[1].interrupts - des[1].interrupts) > 0.2 * des[1].interrupts
+
+
+def test_a_longer_window_draws_the_arrivals_on_as_the_des_draws_them() -> None:
+    """The arrivals of a longer window are drawn when a core first needs them, begin with
+    those the host's window had, and are the DES's (its start scaled with the window)."""
+    config = two_passive(500_000, 300_000, "poisson", start=0.5)
+    wl = Workload.build(config, config.transmissions)
+    windows = wl.windows
+    shorter = windows.times[windows.offset[1]:][:windows.drawn[1]].copy()
+    assert windows.drawn.tolist() == [20_000, 20_000]
+    long = NicSetting("passive_wait", poll_interval=10e-3, ring_slots=4096)
+    joint(wl, batch_of(config, [{"t0": long, "t1": long}]))
+    assert (windows.drawn > 100_000).all()
+    drawn = windows.times[windows.offset[1]:][:windows.drawn[1]]
+    np.testing.assert_array_equal(drawn[:shorter.size], shorter)
+    t = config.transmissions[1]
+    f = 0.3  # (a window of any fraction f starts at f · start)
+    des = arrival_times(replace(t, start=t.start * f), config.nic_of(t), 0, 1, 1000)
+    np.testing.assert_array_equal(drawn[:1000] + t.start * f, des)
+
+
+def test_the_arrivals_kept_are_bounded_however_many_long_transmissions(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every longer window of a config shortened by one factor to keep DRAWN arrivals at
+    most (the host's own windows are always kept)."""
+    monkeypatch.setattr(fast_wakes, "DRAWN", 100_000)
+    config = two_passive(500_000, 300_000, "poisson")
+    windows = Workload.build(config, config.transmissions).windows
+    assert windows.most.sum() <= 100_000
+    assert (windows.most >= 20_000).all() and (windows.most > 20_000).any()
