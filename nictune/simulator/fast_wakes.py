@@ -6,17 +6,20 @@ hosts").
 The arrivals are the DES's (`arrival_times`, the same seed) over a window of each core's
 transmissions: every one shortened by one factor, its start too, as the DES's window does,
 so the phases of the core keep their order. The window holds about WINDOW_PACKETS of each
-of the host's transmissions, or, where that holds fewer than WAKE_UPS of a member's longest
-sleeps, enough for them (as the DES's window does; never longer than the DES's, nor than
-CORE_PACKETS, nor than LONG_WAKES wake-ups in all). Between events the core serves the
-draining consumers in turn, packet by packet, as a fluid (each at one packet per Σ w); a
-wake-up's interrupt (Ti, FIFO) stops packet work while it runs; an arrival that finds the
-ring full is lost; a drain ends when the ring is empty, and the consumer then sleeps to its
-next tick or watermark by the DES's rules (`Core._sleep`). Only the wake-ups (interrupts, empty
-wake-ups, and with them the CPU time) come from here; drops, throughput and latency stay
-the closed form's. A window too short for a consumer's ticks or watermarks (and shorter
-than the DES's), or holding more than MAX_WAKES of them, a core past MAX_EVENTS, or a core
-with an active_wait or busy_poll consumer keeps the closed form.
+of the host's transmissions or, where that holds fewer than WAKE_UPS of a member's ticks,
+LONGER of the members' longest sleeps (never more than the DES's window, CORE_PACKETS
+packets or LONG_WAKES wake-ups in all). Longer windows' arrivals are drawn when a core
+first needs them, host by host, and kept between calls up to KEPT; a window never depends
+on what is kept, so a host's counts depend on its own transmissions and settings alone.
+Between events the core serves the draining consumers in turn, packet by packet, as a
+fluid (each at one packet per Σ w); a wake-up's interrupt (Ti, FIFO) stops packet work
+while it runs; an arrival that finds the ring full is lost; a drain ends when the ring is
+empty, and the consumer then sleeps to its next tick or watermark by the DES's rules
+(`Core._sleep`). Only the wake-ups (interrupts, empty wake-ups, and with them the CPU
+time) come from here; drops, throughput and latency stay the closed form's. A window too
+short for a consumer's ticks (and shorter than the DES's) or watermarks, or too thin to
+scale, or holding more than MAX_WAKES ticks and watermarks, a core past MAX_EVENTS, or a
+core with an active_wait or busy_poll consumer keeps the closed form.
 
 Cost: a drain that no arrival can overflow before its queue is served jumps there at once
 (the arrivals counted by a galloping search; else it takes those arrivals one at a time,
@@ -41,23 +44,24 @@ from nictune.simulator.batch import PASSIVE, WATERMARK, SettingBatch
 from nictune.simulator.compiled import compiled
 from nictune.simulator.des import GROWN_PACKETS as DES_GROWN
 from nictune.simulator.des import MAX_WINDOWS as DES_MAX_WINDOWS
+from nictune.simulator.des import ONOFF_CYCLES as DES_ONOFF_CYCLES
 from nictune.simulator.des import WAKE_UPS as DES_WAKE_UPS
 from nictune.simulator.des import WINDOW as DES_WINDOW
 
 if TYPE_CHECKING:
     from nictune.simulator.fast_base import Workload
 
-WINDOW_PACKETS = 20_000  # a core's window holds about this many packets per transmission ...
+WINDOW_PACKETS = 20_000  # a host's window holds about this many packets per transmission
 MIN_PACKETS = 100  # a shortened window holds this many packets of each transmission ...
-ONOFF_CYCLES = 10  # ... and bursts of an onoff one ...
-WAKE_UPS = 100  # ... and is made longer for this many ticks of each passive_wait consumer
-BATCHES = 16  # ... and watermarks of each watermark consumer, else the closed form stays
-LONGEST = 4_000_000  # ... up to the DES's window, this many packets of each one
-CORE_PACKETS = 4_000_000  # ... and this many of all of them (the cost of following it)
-DRAWN = 32_000_000  # arrivals kept in all (8 bytes each; a config needing more: less each)
+ONOFF_CYCLES = 10  # ... and bursts of an onoff one, else the closed form stays
+WAKE_UPS = 100  # a shortened window holds this many ticks of each passive_wait consumer
+LONGER = 200  # a core's window too short for them is made longer for this many ...
+CORE_PACKETS = 2_000_000  # ... up to this many packets in all ...
 LONG_WAKES = 5_000  # ... where it then holds at most this many wake-ups in all
+BATCHES = 16  # a shortened window holds this many watermarks of each watermark consumer
 MAX_WAKES = 50_000  # a core's window holds at most this many ticks and watermarks ...
 MAX_EVENTS = 400_000  # a core's followed events at most (beyond: the closed form stays)
+KEPT = 32_000_000  # arrivals of longer windows kept between calls (8 bytes each)
 LOOK_AHEAD = 64  # steps a drain looks ahead per event (a long one advances in as many events)
 LOTS = 16  # lots of cores per thread (they take uneven time: small lots even it out)
 CACHED = 100_000  # cores whose results are kept (a search meets the same ones again)
@@ -68,12 +72,14 @@ _INF = math.inf
 
 class Windows:
     """The arrivals of each shared host's transmissions, drawn as the DES draws them from a
-    start of 0 (`times[offset[c]:][:drawn[c]]` for column c; a window of a fraction f adds
-    f · start) and drawn further as longer windows need them (the draws of a longer window
-    begin with those of a shorter one), up to `most[c]`; what a window of n packets spans
-    (`span`) and holds of the whole transmission's time (`time_share`); the fraction each
-    host's own window takes (`base`: WINDOW_PACKETS per transmission); and the cores
-    followed so far (`done`: their members and settings -> their counts)."""
+    start of 0 (host h's `buffers[h][offset[c]:][:drawn[c]]` for its column c; a window of
+    a fraction f adds f · start): first each host's own window (`base`: WINDOW_PACKETS per
+    transmission, `first` packets), then further as longer windows need them, up to
+    `most[c]` (the draws of a longer window begin with those of a shorter one). Only the
+    memory kept between calls depends on what came before (`trim`), never a window: a
+    host's results depend on its own transmissions and settings alone. Also what a window
+    of n packets spans (`span`) and holds of the whole transmission's time (`time_share`),
+    and the cores followed so far (`done`: their members and settings -> their counts)."""
 
     def __init__(self, config: Config, transmissions: list[Transmission],
                  groups: tuple[np.ndarray, ...], seed: int) -> None:
@@ -81,6 +87,7 @@ class Windows:
         self._draw = [(replace(t, start=0.0), config.nic_of(t), seed, index[t.id])
                       for t in transmissions]
         size = len(transmissions)
+        self.groups = groups
         self.packets = np.array([t.packets for t in transmissions], dtype=np.int64)
         self.start = np.array([t.start for t in transmissions], dtype=np.float64)
         self.rate = np.array([t.rate for t in transmissions], dtype=np.float64)
@@ -93,37 +100,58 @@ class Windows:
                 self.peak[c], self.per_burst[c], self.cycle[c] = onoff_bursts(t, config.nic_of(t))
                 self.onoff[c] = True
         self.base = np.ones(size)
+        self.first = np.zeros(size, dtype=np.int64)
+        self.most = np.zeros(size, dtype=np.int64)
         for cols in groups:
             self.base[cols] = min(1.0, WINDOW_PACKETS * cols.size / self.packets[cols].sum())
-        first = np.maximum(np.ceil(self.packets * self.base).astype(np.int64), 1)
-        self.most = np.minimum(self.packets, np.maximum(first, LONGEST))
-        kept = np.zeros(size, dtype=bool)
-        for cols in groups:
-            kept[cols] = True
-        extra = (self.most - first)[kept].sum()
-        room = DRAWN - first[kept].sum()
-        if extra > room:  # (every one's longer window shortened by one factor)
-            self.most = first + ((self.most - first) * max(room, 0) // extra)
-        self.most[~kept] = 0
-        # room for every column's longest window, end to end; the memory of what is not
-        # drawn yet is never touched, so the system does not give it to the process
-        self.offset = np.concatenate([[0], np.cumsum(self.most)[:-1]]).astype(np.int64)
-        self.times = np.empty(int(self.most.sum()))
+            self.first[cols] = np.maximum(np.ceil(self.packets[cols] * self.base[cols]), 1)
+            self.most[cols] = np.minimum(self.packets[cols],
+                                         np.maximum(self.first[cols], CORE_PACKETS))
+        self.buffers = [np.zeros(0) for _ in groups]
+        self.offset = np.zeros(size, dtype=np.int64)
         self.drawn = np.zeros(size, dtype=np.int64)
-        self.draw(first)
+        self._used: dict[int, None] = {}  # hosts with longer windows, least recently used first
+        for h in range(len(groups)):
+            self._redraw(h, self.first)
         self.done: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
-    def draw(self, need: np.ndarray) -> None:
-        """Arrivals drawn for at least `need` (capped at `most`) packets of each column."""
-        need = np.minimum(need, self.most)
-        grow = np.flatnonzero(need > self.drawn)
-        if not grow.size:
-            return
-        for c in grow.tolist():  # (twice as many at least: few draws as windows grow)
-            n = int(min(self.most[c], max(need[c], 2 * self.drawn[c])))
-            o = self.offset[c]
-            self.times[o:o + n] = arrival_times(*self._draw[c], n)
-            self.drawn[c] = n
+    def draw(self, h: int, need: np.ndarray) -> None:
+        """Host h's arrivals drawn for at least `need` (capped at `most`) packets of each
+        of its columns (twice as many as before at least: few draws as windows grow)."""
+        cols = self.groups[h]
+        need = np.minimum(need[cols], self.most[cols])
+        if (need > self.first[cols]).any():  # (a longer window: used last)
+            self._used.pop(h, None)
+            self._used[h] = None
+        if (need > self.drawn[cols]).any():
+            counts = self.drawn.copy()
+            counts[cols] = np.where(need > self.drawn[cols], np.minimum(
+                self.most[cols], np.maximum(need, 2 * self.drawn[cols])), self.drawn[cols])
+            self._redraw(h, counts)
+
+    def trim(self, keep: set[int]) -> None:
+        """Hosts' longer windows given back, least recently used first, while more than
+        KEPT arrivals beyond the hosts' own windows are kept (never those of `keep`)."""
+        for h in list(self._used):
+            if (self.drawn - self.first).sum() <= KEPT:
+                return
+            if h not in keep:
+                del self._used[h]
+                self._redraw(h, self.first)
+
+    def _redraw(self, h: int, counts: np.ndarray) -> None:
+        """Host h's buffer holding counts[c] arrivals of each of its columns c."""
+        cols = self.groups[h]
+        parts = []
+        for c in cols.tolist():
+            n = int(counts[c])
+            if n <= self.drawn[c]:  # (the draws begin with the same arrivals)
+                parts.append(self.buffers[h][self.offset[c]:self.offset[c] + n])
+            else:
+                parts.append(arrival_times(*self._draw[c], n))
+        self.offset[cols] = np.concatenate([[0], np.cumsum([p.size for p in parts])[:-1]])
+        self.drawn[cols] = [p.size for p in parts]
+        self.buffers[h] = np.concatenate(parts)
 
     def span(self, n: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """s from the first to the n-th arrival of each column (cbr, onoff: exact; poisson:
@@ -160,10 +188,11 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
     shift = np.zeros(shape)  # its start in the window
     members: list[np.ndarray] = []
     rows: list[int] = []
+    hosts: list[int] = []
     keys: list[bytes] = []
     first: dict[bytes, tuple[int, np.ndarray]] = {}
     again: list[tuple[tuple[int, np.ndarray], int, np.ndarray]] = []
-    for cols in wl.groups:
+    for h, cols in enumerate(wl.groups):
         on, bat = core[:, cols], batched[:, cols]
         same = on[:, :, None] == on[:, None, :]
         mates = same.sum(axis=2)
@@ -197,6 +226,7 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
             first[key] = (int(p), m)
             members.append(m)
             rows.append(int(p))
+            hosts.append(h)
             keys.append(key)
     if not members:
         return wakes, empty
@@ -208,21 +238,35 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
     followed = np.zeros(shape, dtype=bool)
     for p, m in zip(rows, members, strict=True):
         followed[p, m] = True
-    windows.draw(np.where(followed, count, 0).max(axis=0))
+    need = np.where(followed, count, 0).max(axis=0)
 
-    def follow(lot: slice) -> None:
-        _follow_cores(windows.times, windows.offset, count, shift, scale, gp[lot], gm[lot],
-                      w, wl.ti, ring, passive, period, wm, tau, MAX_EVENTS, wakes, empty)
+    def follow(h: int, lot: np.ndarray) -> None:
+        _follow_cores(windows.buffers[h], windows.offset, count, shift, scale, gp[lot],
+                      gm[lot], w, wl.ti, ring, passive, period, wm, tau, MAX_EVENTS, wakes,
+                      empty)
 
     # the cores are independent (each writes its own cells) and uneven: handed out to the
-    # CPUs in small lots as they free up
+    # CPUs in small lots (of one host each: its arrivals) as they free up; the hosts whose
+    # windows need arrivals not kept one at a time, giving back what is not needed next
     threads = min(_cpus(), gp.size)
-    if threads > 1:
-        size = max(1, gp.size // (LOTS * threads))
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(follow, [slice(i, i + size) for i in range(0, gp.size, size)]))
-    else:
-        follow(slice(None))
+    size = max(1, gp.size // (LOTS * threads))
+    on_host = np.array(hosts)
+    ready, drawing = [], []
+    for h in np.unique(on_host).tolist():
+        g = np.flatnonzero(on_host == h)
+        lots = [(h, g[i:i + size]) for i in range(0, g.size, size)]
+        cols = windows.groups[h]
+        if (need[cols] > windows.drawn[cols]).any():
+            drawing.append((h, lots))
+        else:
+            windows.draw(h, need)  # (all kept already: marked as used)
+            ready.extend(lots)
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda lot: follow(*lot), ready))
+        for h, lots in drawing:
+            windows.draw(h, need)
+            list(pool.map(lambda lot: follow(*lot), lots))
+            windows.trim({h})
     for (p0, m0), p, m in again:
         wakes[p, m], empty[p, m] = wakes[p0, m0], empty[p0, m0]
     if len(windows.done) > CACHED:
@@ -239,17 +283,19 @@ def _sized(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray
     the element's packets in it, whether the core keeps the closed form for it, and the
     ticks, watermarks and timeouts the core's window holds in all.
 
-    A window too short for a member's ticks or watermarks (unless it is as long as the
-    DES's), or too thin to scale, spoils the whole core."""
+    A window too short for a member's ticks (unless it is as long as the DES's) or
+    watermarks (the DES's window holds BATCHES of them at least), or too thin to scale,
+    spoils the whole core."""
     f, des = _fraction(windows, cols, same, pas, period, wm, tau, longer)
     packets = windows.packets[cols]
-    n = np.clip(np.ceil(packets * f).astype(np.int64), 1, packets)
+    n = np.clip(np.ceil(packets * f).astype(np.int64), 1, windows.most[cols])
     span = windows.span(n, cols)
     ticks = span / period
     batches = n / wm
     thin = (n < MIN_PACKETS) | (windows.onoff[cols] & (n / windows.per_burst[cols]
                                                       < ONOFF_CYCLES))
-    short = (n < packets) & (thin | ~des & np.where(pas, ticks < WAKE_UPS, batches < BATCHES))
+    short = (n < packets) & (thin | np.where(pas, ~des & (ticks < WAKE_UPS),
+                                              batches < BATCHES))
     busy = np.where(pas, ticks, batches + span / np.where(tau > 0, tau, np.inf))
     return (f, n, (same & short[:, None, :]).any(axis=2),
             (same * busy[:, None, :]).sum(axis=2))
@@ -259,17 +305,18 @@ def _fraction(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndar
               period: np.ndarray, wm: np.ndarray, tau: np.ndarray, longer: bool
               ) -> tuple[np.ndarray, np.ndarray]:
     """(P, |cols|): the fraction of each core's transmissions its window holds, and whether
-    that window is as long as the DES's (`des.window_fraction` for the DES's default window:
-    then it holds what the reference holds, however few wake-ups). The host's own window
-    (`base`) — if `longer`, made longer to hold WAKE_UPS of its members' longest time
-    between wake-ups, up to CORE_PACKETS in all —, never longer than the DES's nor than the
-    arrivals drawn allow (`most`)."""
+    that window is as long as the DES's (`des.window_fraction` for the DES's default window;
+    then it holds the ticks the reference holds, however few — though not the longer
+    window the DES takes where a queue has not settled). The host's own window (`base`) —
+    if `longer`, made longer to hold LONGER of its members' longest time between
+    wake-ups, up to CORE_PACKETS in all —, never longer than the DES's (so it may be
+    shorter than the host's own) nor than each member's `most`."""
     packets = windows.packets[cols].astype(np.float64)
     rate = windows.rate[cols]
     fill = wm / rate
     interval = np.where(pas, period, np.where(tau > 0, np.minimum(fill, tau), fill))
     share = interval * rate / packets
-    cycle_share = windows.cycle[cols] * rate / packets * ONOFF_CYCLES / WAKE_UPS
+    cycle_share = windows.cycle[cols] * rate / packets * DES_ONOFF_CYCLES / DES_WAKE_UPS
     share = np.where(windows.onoff[cols], np.maximum(share, cycle_share), share)
     total = (same * packets).sum(axis=2)
     fewest = np.where(same, packets, np.inf).min(axis=2)
@@ -278,9 +325,9 @@ def _fraction(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndar
                             2.0 * DES_WINDOW * same.sum(axis=2) / total)
     by_wakes = np.minimum(DES_WAKE_UPS * longest, DES_MAX_WINDOWS * DES_WINDOW / total)
     des = np.minimum(np.minimum(1.0, np.maximum(by_packets, by_wakes)), DES_GROWN / total)
-    drawn = np.where(same, (windows.most[cols] / packets)[None, None, :], np.inf).min(axis=2)
-    more = np.minimum(WAKE_UPS * longest, CORE_PACKETS / total) if longer else 0.0
-    f = np.minimum(np.minimum(des, np.maximum(windows.base[cols], more)), drawn)
+    room = np.where(same, (windows.most[cols] / packets)[None, None, :], np.inf).min(axis=2)
+    more = np.minimum(LONGER * longest, CORE_PACKETS / total) if longer else 0.0
+    f = np.minimum(np.minimum(des, np.maximum(windows.base[cols], more)), room)
     return f, f >= des * (1.0 - 1e-9)
 
 
@@ -356,8 +403,7 @@ def _sleep(a: np.ndarray, o: int, n: int, s: float, nx: np.ndarray, q: np.ndarra
 
 @compiled
 def _empty_ticks(a: np.ndarray, o: int, n: int, s: float, nx: int, q: float, t: float,
-                 ti: float,
-                 period: float, st: np.ndarray, wake_at: np.ndarray, who: int
+                 ti: float, period: float, st: np.ndarray, wake_at: np.ndarray, who: int
                  ) -> tuple[int, float]:
     """A passive_wait consumer's tick at `t` on an idle core finds its ring empty: how
     many of its ticks from there on (one per interrupt: those during it are skipped) end

@@ -225,12 +225,12 @@ def test_a_longer_window_draws_the_arrivals_on_as_the_des_draws_them() -> None:
     config = two_passive(500_000, 300_000, "poisson", start=0.5)
     wl = Workload.build(config, config.transmissions)
     windows = wl.windows
-    shorter = windows.times[windows.offset[1]:][:windows.drawn[1]].copy()
+    shorter = windows.buffers[0][windows.offset[1]:][:windows.drawn[1]].copy()
     assert windows.drawn.tolist() == [20_000, 20_000]
     long = NicSetting("passive_wait", poll_interval=10e-3, ring_slots=4096)
     joint(wl, batch_of(config, [{"t0": long, "t1": long}]))
     assert (windows.drawn > 100_000).all()
-    drawn = windows.times[windows.offset[1]:][:windows.drawn[1]]
+    drawn = windows.buffers[0][windows.offset[1]:][:windows.drawn[1]]
     np.testing.assert_array_equal(drawn[:shorter.size], shorter)
     t = config.transmissions[1]
     f = 0.3  # (a window of any fraction f starts at f · start)
@@ -238,12 +238,100 @@ def test_a_longer_window_draws_the_arrivals_on_as_the_des_draws_them() -> None:
     np.testing.assert_array_equal(drawn[:1000] + t.start * f, des)
 
 
-def test_the_arrivals_kept_are_bounded_however_many_long_transmissions(
+def hosts_of_two(hosts: str) -> Config:
+    raw = {"hosts": {h: {"cores": 1, "costs": {"irq": 3e-6, "per_packet": 0.6e-6}}
+                     for h in hosts},
+           "nics": {f"{h}{i}": {"host": h, "link": "100Gbit/s"} for h in hosts for i in (0, 1)},
+           "transmissions": [{"id": f"{h}{i}", "nic": f"{h}{i}", "size": 500_000 * 1000,
+                              "packet_size": 1000, "rate": 300_000 * (1 + 0.3 * i),
+                              "arrival": "poisson"} for h in hosts for i in (0, 1)]}
+    return parse_config(raw, source="test")
+
+
+def test_a_hosts_counts_do_not_depend_on_the_others_nor_on_what_is_kept(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every longer window of a config shortened by one factor to keep DRAWN arrivals at
-    most (the host's own windows are always kept)."""
-    monkeypatch.setattr(fast_wakes, "DRAWN", 100_000)
-    config = two_passive(500_000, 300_000, "poisson")
-    windows = Workload.build(config, config.transmissions).windows
-    assert windows.most.sum() <= 100_000
-    assert (windows.most >= 20_000).all() and (windows.most > 20_000).any()
+    """Only one host's longer window is kept (KEPT: 100 000 arrivals beyond the hosts' own
+    windows): host a's is given back for b's in the same call, and drawn again in the next
+    — the same counts, and the same as with host a alone in the config."""
+    monkeypatch.setattr(fast_wakes, "KEPT", 100_000)
+    config, alone = hosts_of_two("ab"), hosts_of_two("a")
+    long = NicSetting("passive_wait", poll_interval=10e-3, ring_slots=4096)
+    wl = Workload.build(config, config.transmissions)
+    windows = wl.windows
+    both = batch_of(config, [dict.fromkeys(("a0", "a1", "b0", "b1"), long)])
+    first = joint(wl, both)[0]
+    assert np.isfinite(first).all()
+    assert (windows.drawn[:2] == windows.first[:2]).all()  # (a's given back ...)
+    assert (windows.drawn[2:] > 100_000).all()  # (... for b's)
+    windows.done.clear()  # (followed again, not taken from the cache)
+    np.testing.assert_array_equal(joint(wl, both)[0], first)
+    on_its_own = joint(Workload.build(alone, alone.transmissions),
+                       batch_of(alone, [dict.fromkeys(("a0", "a1"), long)]))[0]
+    np.testing.assert_array_equal(on_its_own[0], first[0, :2])
+
+
+def test_a_core_is_followed_with_each_transmission_at_its_own_start() -> None:
+    """t1 starts half-way through t0 (its arrivals shifted in the kernel): the wake-ups
+    are the DES's."""
+    config = two_passive(20_000, 200_000, "poisson", start=0.05)
+    settings = {t: NicSetting("passive_wait", poll_interval=20e-6, ring_slots=4096)
+                for t in ("t0", "t1")}
+    wl = Workload.build(config, config.transmissions)
+    assert np.isfinite(joint(wl, batch_of(config, [settings]))[0]).all()
+    fast = simulate(config, settings, engine="fast")
+    des = simulate(config, settings, engine="des", exact=True)
+    for f, d in zip(fast, des, strict=True):
+        assert f.interrupts == pytest.approx(d.interrupts, rel=0.01)
+
+
+def test_a_longer_window_for_ticks_is_followed_below_the_des_window() -> None:
+    """Ticks every 3 ms over 10 s: the longer window (LONGER ticks, 6 % of the packets) is
+    shorter than the DES's (20 %, by its packets), and still followed, to the DES's
+    counts."""
+    config = two_passive(1_000_000, 100_000, "poisson")
+    settings = {t: NicSetting("passive_wait", poll_interval=3e-3, ring_slots=4096)
+                for t in ("t0", "t1")}
+    wl = Workload.build(config, config.transmissions)
+    wakes = joint(wl, batch_of(config, [settings]))[0]
+    assert np.isfinite(wakes).all()
+    assert 20_000 < wl.windows.drawn[0] < 0.2 * 1_000_000
+    des = simulate(config, settings, engine="des")
+    assert wakes[0] == pytest.approx([d.interrupts for d in des], rel=0.01)
+
+
+def drained_one_by_one(a: np.ndarray, s: float, nx: int, q: float, t: float, r: float,
+                       ring: float, limit: float) -> tuple[float, int, float]:
+    """`_drain`'s answer, one arrival at a time: (when the ring runs empty, the arrivals
+    come by then, what it holds then)."""
+    at, k = t, nx
+    while True:
+        nxt = a[k] + s if k < a.size else np.inf
+        empty = at + q / r
+        if empty < nxt and empty <= limit:
+            return empty, k, 0.0
+        if nxt > limit:
+            return np.inf, k, q - r * (limit - at)
+        q -= r * (nxt - at)
+        at = nxt
+        if q <= ring - 0.5:
+            q += 1.0
+        k += 1
+
+
+def test_a_drain_steps_through_the_arrivals_that_may_overflow_as_one_at_a_time() -> None:
+    rng = np.random.default_rng(5)
+    checked = 0
+    for _ in range(300):
+        a = np.cumsum(rng.exponential(1.0, 400))
+        ring = float(rng.integers(2, 30))
+        r = float(rng.uniform(0.5, 3.0))
+        q, t = float(rng.uniform(0, ring)), float(rng.uniform(0, 50))
+        nx = int(np.searchsorted(a, t + 0.5, "right"))  # (what came before t is in q)
+        limit = t + float(rng.uniform(1, 300))
+        end, k, left, _ = fast_wakes._drain(a, 0, a.size, 0.5, nx, q, t, r, ring, limit,
+                                            a.size)
+        want = drained_one_by_one(a, 0.5, nx, q, t, r, ring, limit)
+        assert (end, k) == pytest.approx(want[:2], rel=1e-9)
+        assert left == pytest.approx(want[2], abs=1e-6)
+        checked += left > ring - 1.0  # (cases where the ring was full)
+    assert checked > 10
