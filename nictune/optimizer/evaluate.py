@@ -11,7 +11,8 @@ from nictune.model import Config, NicSetting
 from nictune.optimizer.encoding import Encoding
 from nictune.optimizer.objectives import end_wait, fragile
 from nictune.optimizer.parallel import Map, serial_map, simulate_task
-from nictune.simulator.fast import METRIC_KEYS, Workload, evaluate
+from nictune.simulator.batch import SettingBatch
+from nictune.simulator.fast import METRIC_KEYS, Workload, evaluate, metrics_rows
 from nictune.simulator.metrics import Metrics
 
 
@@ -24,9 +25,9 @@ def metrics_arrays(rows: list[list[Metrics]]) -> dict[str, np.ndarray]:
 class Evaluator:
     """Metrics (P, T) of a gene matrix (P, G) with the chosen engine.
 
-    fast: one `evaluate` call for the whole matrix, on a `Workload` built once. des: one DES
-    run per host and distinct host setting, spread with `map` and cached (many individuals
-    share settings);
+    fast: one `evaluate` call for the whole matrix, on a `Workload` built once (a host's
+    figures depend on its own transmissions alone). des: one DES run per host and distinct
+    host setting, spread with `map` and cached (many individuals share settings);
     `on_task(done, total, engine)` is told of every finished run.
     """
 
@@ -36,14 +37,20 @@ class Evaluator:
         self.config, self.encoding, self.engine = config, encoding, engine
         self.seed, self.window, self.map, self.on_task = seed, window, map_fn, on_task
         self.cache: dict[tuple[str, int, tuple[NicSetting, ...]], list[Metrics]] = {}
-        self.workload = (Workload.build(config, encoding.transmissions, seed)
-                         if engine == "fast" else None)
+        self._workload: Workload | None = None
+
+    @property
+    def workload(self) -> Workload:
+        """The fast engine's inputs, built at its first use."""
+        if self._workload is None:
+            self._workload = Workload.build(self.config, self.encoding.transmissions,
+                                            self.seed)
+        return self._workload
 
     def __call__(self, genes: np.ndarray) -> dict[str, np.ndarray]:
         """Metrics (P, T) plus `fragile` and `end_wait` (see `objectives`)."""
         batch = self.encoding.batch(genes)
         if self.engine == "fast":
-            assert self.workload is not None
             out = evaluate(self.workload, batch)
         else:
             p, t = batch.shape
@@ -52,8 +59,11 @@ class Evaluator:
         return {**out, "fragile": fragile(batch), "end_wait": end_wait(batch)}
 
     def run(self, settings: list[list[NicSetting]], engine: str) -> list[list[Metrics]]:
-        """`Metrics` of rows of per-transmission settings: one engine run per host and
-        distinct host setting, spread with `map`."""
+        """`Metrics` of rows of per-transmission settings: the fast engine's in one call,
+        the DES's one run per host and distinct host setting, spread with `map`."""
+        if engine == "fast":
+            out = evaluate(self.workload, SettingBatch.from_settings(settings))
+            return metrics_rows(self.encoding.transmissions, settings, out)
         ids = [t.id for t in self.encoding.transmissions]
         todo: dict[tuple[str, int, tuple[NicSetting, ...]], dict[str, NicSetting]] = {}
         for row in settings:

@@ -997,19 +997,25 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
     transmissions = config.select(list(settings))
     row = [settings[t.id] for t in transmissions]
     out = evaluate_batch(config, transmissions, SettingBatch.from_settings([row]), seed)
-    results = []
-    for j, t in enumerate(transmissions):
-        v = {k: float(out[k][0, j]) for k in METRIC_KEYS}
-        # whole packets that add up: stranded and dropped rounded, delivered the rest (two
-        # halves rounded up would make a packet of nothing)
-        offered = round(v["packets_offered"])
-        stranded = min(max(round(v["packets_stranded"]), 0), offered)
-        dropped = min(max(round(v["packets_dropped"]), 0), offered - stranded)
-        counts = {"packets_offered": offered, "packets_stranded": stranded,
-                  "packets_dropped": dropped,
-                  "packets_delivered": offered - stranded - dropped}
-        results.append(Metrics(
-            transmission=t.id, engine="fast", setting=row[j], **counts,
-            **{k: v[k] for k in METRIC_KEYS if k not in counts},
-            window_packets=t.packets, extrapolated=False))
-    return results
+    return metrics_rows(transmissions, [row], out)[0]
+
+
+def metrics_rows(transmissions: list[Transmission], rows: list[list[NicSetting]],
+                 out: dict[str, np.ndarray]) -> list[list[Metrics]]:
+    """`Metrics` of each row of settings from `evaluate`'s arrays (P, T) for them."""
+    return [[_metrics(t, row[j], {k: float(out[k][i, j]) for k in METRIC_KEYS})
+             for j, t in enumerate(transmissions)] for i, row in enumerate(rows)]
+
+
+def _metrics(t: Transmission, setting: NicSetting, v: dict[str, float]) -> Metrics:
+    """One transmission's `Metrics` from its figures `v` (`METRIC_KEYS`): whole packets
+    that add up — stranded and dropped rounded, delivered the rest (two halves rounded up
+    would make a packet of nothing)."""
+    offered = round(v["packets_offered"])
+    stranded = min(max(round(v["packets_stranded"]), 0), offered)
+    dropped = min(max(round(v["packets_dropped"]), 0), offered - stranded)
+    counts = {"packets_offered": offered, "packets_stranded": stranded,
+              "packets_dropped": dropped, "packets_delivered": offered - stranded - dropped}
+    return Metrics(transmission=t.id, engine="fast", setting=setting, **counts,
+                   **{k: v[k] for k in METRIC_KEYS if k not in counts},
+                   window_packets=t.packets, extrapolated=False)

@@ -25,7 +25,7 @@ from nictune.optimizer.objectives import (
     pick,
     ratios,
 )
-from nictune.optimizer.parallel import mapper
+from nictune.optimizer.parallel import mapper, simulate_task
 from nictune.optimizer.search import Search
 
 
@@ -167,6 +167,28 @@ def test_evaluator_counts_des_runs_as_they_finish(small_config: Path, workers: i
     assert all(np.array_equal(first[k], again[k]) for k in first)
     serial = Evaluator(config, enc, "des", 0, 2_000)(genes)
     assert all(np.array_equal(first[k], serial[k]) for k in first)
+
+
+def test_the_fast_rows_of_all_hosts_in_one_call_are_each_hosts_own() -> None:
+    """`Evaluator.run` with the fast engine evaluates every host in one call on its
+    Workload; each host's figures are those of the fast engine run on that host alone
+    (rack.yaml: shared cores followed over windows longer than the host's own)."""
+    config = load_config(Path(__file__).resolve().parents[2] / "configs" / "rack.yaml")
+    enc = Encoding(config)
+    rng = np.random.default_rng(7)
+    rows = [enc.settings(enc.default_genes()), *(enc.settings(rng.random(enc.size))
+                                                 for _ in range(3))]
+    ev = Evaluator(config, enc, "fast", 0, 200_000)
+    together = ev.run(rows, "fast")
+    for row, got in zip(rows, together, strict=True):
+        for cols in enc.host_transmissions:
+            alone = simulate_task((config, {enc.transmissions[j].id: row[j] for j in cols},
+                                   "fast", 0, 200_000))
+            for j, m in zip(cols, alone, strict=True):
+                assert got[j].transmission == m.transmission
+                assert got[j].interrupts == pytest.approx(m.interrupts, rel=1e-9)
+                assert got[j].throughput_bps == pytest.approx(m.throughput_bps, rel=1e-9)
+                assert got[j].packets_dropped == m.packets_dropped
 
 
 def test_search_reports_generation_zero(small_config: Path) -> None:
