@@ -26,7 +26,7 @@ from nictune.argtypes import count
 from nictune.model import Config, NicSetting, parse_config
 from nictune.simulator import fast_wakes, simulate
 
-FLOOR = 10_000  # packets per wake-up below which a count is not compared
+FLOOR = 10_000  # a count below one wake-up per this many packets is not compared
 
 
 def random_core(rng: np.random.Generator) -> tuple[Config, dict[str, NicSetting]]:

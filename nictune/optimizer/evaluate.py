@@ -28,7 +28,7 @@ class Evaluator:
     fast: one `evaluate` call for the whole matrix, on a `Workload` built once (a host's
     figures depend on its own transmissions alone). des: one DES run per host and distinct
     host setting, spread with `map` and cached (many individuals share settings);
-    `on_task(done, total, engine)` is told of every finished run.
+    `on_task(done, total, engine)` is told of every finished DES run.
     """
 
     def __init__(self, config: Config, encoding: Encoding, engine: str, seed: int,
@@ -61,7 +61,7 @@ class Evaluator:
     def run(self, settings: list[list[NicSetting]], engine: str) -> list[list[Metrics]]:
         """`Metrics` of rows of per-transmission settings: the fast engine's in one call,
         the DES's one run per host and distinct host setting, spread with `map`."""
-        if engine == "fast":
+        if engine == "fast" and settings:
             out = evaluate(self.workload, SettingBatch.from_settings(settings))
             return metrics_rows(self.encoding.transmissions, settings, out)
         ids = [t.id for t in self.encoding.transmissions]

@@ -84,7 +84,7 @@ class Windows:
     def __init__(self, config: Config, transmissions: list[Transmission],
                  groups: tuple[np.ndarray, ...], seed: int) -> None:
         index = {t.id: k for k, t in enumerate(config.transmissions)}
-        self._draw = [(replace(t, start=0.0), config.nic_of(t), seed, index[t.id])
+        self._args = [(replace(t, start=0.0), config.nic_of(t), seed, index[t.id])
                       for t in transmissions]
         size = len(transmissions)
         self.groups = groups
@@ -148,10 +148,11 @@ class Windows:
             if n <= self.drawn[c]:  # (the draws begin with the same arrivals)
                 parts.append(self.buffers[h][self.offset[c]:self.offset[c] + n])
             else:
-                parts.append(arrival_times(*self._draw[c], n))
+                parts.append(arrival_times(*self._args[c], n))
+        buffer = np.concatenate(parts)  # (then the counts: a failed draw leaves them true)
         self.offset[cols] = np.concatenate([[0], np.cumsum([p.size for p in parts])[:-1]])
         self.drawn[cols] = [p.size for p in parts]
-        self.buffers[h] = np.concatenate(parts)
+        self.buffers[h] = buffer
 
     def span(self, n: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """s from the first to the n-th arrival of each column (cbr, onoff: exact; poisson:
@@ -200,11 +201,12 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
         ok = bat & (mates >= 2) & ~alone_or_mixed
         pas = passive[:, cols]
         args = (windows, cols, same, pas, period[:, cols], wm[:, cols], tau[:, cols])
-        # the host's own window, or one made longer for the core's longest sleeps where
-        # it holds at most LONG_WAKES wake-ups in all (more would cost more than they tell)
+        # the host's own window, or, where that keeps the closed form, one made longer for
+        # the core's longest sleeps that holds at most LONG_WAKES wake-ups in all (more
+        # would cost more than they tell)
         f, n, spoiled, busy = _sized(*args, longer=False)
         f_long, n_long, spoiled_long, busy_long = _sized(*args, longer=True)
-        long = (f_long > f) & (busy_long <= LONG_WAKES)
+        long = spoiled & (f_long > f) & (busy_long <= LONG_WAKES)
         f, n = np.where(long, f_long, f), np.where(long, n_long, n)
         spoiled, busy = np.where(long, spoiled_long, spoiled), np.where(long, busy_long, busy)
         ok &= ~spoiled & (busy <= MAX_WAKES)
@@ -240,33 +242,43 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
         followed[p, m] = True
     need = np.where(followed, count, 0).max(axis=0)
 
-    def follow(h: int, lot: np.ndarray) -> None:
-        _follow_cores(windows.buffers[h], windows.offset, count, shift, scale, gp[lot],
-                      gm[lot], w, wl.ti, ring, passive, period, wm, tau, MAX_EVENTS, wakes,
-                      empty)
+    def follow(lot: tuple[int, np.ndarray]) -> None:
+        h, g = lot
+        _follow_cores(windows.buffers[h], windows.offset, count, shift, scale, gp[g], gm[g],
+                      w, wl.ti, ring, passive, period, wm, tau, MAX_EVENTS, wakes, empty)
 
     # the cores are independent (each writes its own cells) and uneven: handed out to the
-    # CPUs in small lots (of one host each: its arrivals) as they free up; the hosts whose
-    # windows need arrivals not kept one at a time, giving back what is not needed next
+    # CPUs in small lots (of one host each: its arrivals) as they free up — first those of
+    # the hosts whose arrivals are kept, then of the others in rounds of as many hosts as
+    # KEPT holds, drawn before and given back after (the memory stays bounded)
     threads = min(_cpus(), gp.size)
     size = max(1, gp.size // (LOTS * threads))
     on_host = np.array(hosts)
-    ready, drawing = [], []
+    rounds: list[tuple[set[int], list[tuple[int, np.ndarray]]]] = [(set(), [])]
+    held = 0
     for h in np.unique(on_host).tolist():
         g = np.flatnonzero(on_host == h)
         lots = [(h, g[i:i + size]) for i in range(0, g.size, size)]
         cols = windows.groups[h]
-        if (need[cols] > windows.drawn[cols]).any():
-            drawing.append((h, lots))
-        else:
+        more = int(np.clip(np.minimum(need[cols], windows.most[cols]) - windows.drawn[cols],
+                           0, None).sum())
+        if not more:
             windows.draw(h, need)  # (all kept already: marked as used)
-            ready.extend(lots)
+            rounds[0][1].extend(lots)
+            continue
+        if len(rounds) == 1 or held + more > KEPT:
+            rounds.append((set(), []))
+            held = 0
+        rounds[-1][0].add(h)
+        rounds[-1][1].extend(lots)
+        held += more
     with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda lot: follow(*lot), ready))
-        for h, lots in drawing:
-            windows.draw(h, need)
-            list(pool.map(lambda lot: follow(*lot), lots))
-            windows.trim({h})
+        for drawn, lots in rounds:
+            for h in sorted(drawn):
+                windows.draw(h, need)
+            list(pool.map(follow, lots))
+            if drawn:
+                windows.trim(drawn)
     for (p0, m0), p, m in again:
         wakes[p, m], empty[p, m] = wakes[p0, m0], empty[p0, m0]
     if len(windows.done) > CACHED:
