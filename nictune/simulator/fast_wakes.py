@@ -191,7 +191,7 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
     rows: list[int] = []
     hosts: list[int] = []
     keys: list[bytes] = []
-    first: dict[bytes, tuple[int, np.ndarray]] = {}
+    seen: dict[bytes, tuple[int, np.ndarray]] = {}  # (each core's first row in the batch)
     again: list[tuple[tuple[int, np.ndarray], int, np.ndarray]] = []
     for h, cols in enumerate(wl.groups):
         on, bat = core[:, cols], batched[:, cols]
@@ -222,10 +222,10 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
             if key in windows.done:
                 wakes[p, m], empty[p, m] = windows.done[key]
                 continue
-            if key in first:  # (the same core again in this batch: followed once)
-                again.append((first[key], int(p), m))
+            if key in seen:  # (the same core again in this batch: followed once)
+                again.append((seen[key], int(p), m))
                 continue
-            first[key] = (int(p), m)
+            seen[key] = (int(p), m)
             members.append(m)
             rows.append(int(p))
             hosts.append(h)
