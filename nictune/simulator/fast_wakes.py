@@ -115,6 +115,12 @@ class Windows:
             self._redraw(h, self.first)
         self.done: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
+    def missing(self, h: int, need: np.ndarray) -> int:
+        """Arrivals host h lacks for `need` (capped at `most`) packets of its columns."""
+        cols = self.groups[h]
+        return int(np.clip(np.minimum(need[cols], self.most[cols]) - self.drawn[cols], 0,
+                           None).sum())
+
     def draw(self, h: int, need: np.ndarray) -> None:
         """Host h's arrivals drawn for at least `need` (capped at `most`) packets of each
         of its columns (twice as many as before at least: few draws as windows grow)."""
@@ -123,9 +129,10 @@ class Windows:
         if (need > self.first[cols]).any():  # (a longer window: used last)
             self._used.pop(h, None)
             self._used[h] = None
-        if (need > self.drawn[cols]).any():
+        grow = need > self.drawn[cols]
+        if grow.any():
             counts = self.drawn.copy()
-            counts[cols] = np.where(need > self.drawn[cols], np.minimum(
+            counts[cols] = np.where(grow, np.minimum(
                 self.most[cols], np.maximum(need, 2 * self.drawn[cols])), self.drawn[cols])
             self._redraw(h, counts)
 
@@ -259,9 +266,7 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
     for h in np.unique(on_host).tolist():
         g = np.flatnonzero(on_host == h)
         lots = [(h, g[i:i + size]) for i in range(0, g.size, size)]
-        cols = windows.groups[h]
-        more = int(np.clip(np.minimum(need[cols], windows.most[cols]) - windows.drawn[cols],
-                           0, None).sum())
+        more = windows.missing(h, need)
         if not more:
             windows.draw(h, need)  # (all kept already: marked as used)
             rounds[0][1].extend(lots)
@@ -322,7 +327,8 @@ def _fraction(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndar
     window the DES takes where a queue has not settled). The host's own window (`base`) —
     if `longer`, made longer to hold LONGER of its members' longest time between
     wake-ups, up to CORE_PACKETS in all —, never longer than the DES's (so it may be
-    shorter than the host's own) nor than each member's `most`."""
+    shorter than the host's own). The DES's rule is `des.window_fraction` with
+    `des._wake_share`, here for every core of the batch at once (a test holds them equal)."""
     packets = windows.packets[cols].astype(np.float64)
     rate = windows.rate[cols]
     fill = wm / rate
@@ -337,9 +343,8 @@ def _fraction(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndar
                             2.0 * DES_WINDOW * same.sum(axis=2) / total)
     by_wakes = np.minimum(DES_WAKE_UPS * longest, DES_MAX_WINDOWS * DES_WINDOW / total)
     des = np.minimum(np.minimum(1.0, np.maximum(by_packets, by_wakes)), DES_GROWN / total)
-    room = np.where(same, (windows.most[cols] / packets)[None, None, :], np.inf).min(axis=2)
     more = np.minimum(LONGER * longest, CORE_PACKETS / total) if longer else 0.0
-    f = np.minimum(np.minimum(des, np.maximum(windows.base[cols], more)), room)
+    f = np.minimum(des, np.maximum(windows.base[cols], more))  # (within every one's `most`)
     return f, f >= des * (1.0 - 1e-9)
 
 

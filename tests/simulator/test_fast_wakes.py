@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from nictune.model import Config, NicSetting, parse_config
+from nictune.simulator import des as des_engine
 from nictune.simulator import fast as fast_engine
 from nictune.simulator import fast_wakes, simulate
-from nictune.simulator.arrivals import arrival_times
-from nictune.simulator.batch import SettingBatch
+from nictune.simulator.arrivals import arrival_times, arrivals_span
+from nictune.simulator.batch import PASSIVE, SettingBatch
 from nictune.simulator.fast import Workload, evaluate
 from nictune.simulator.fast_wakes import LONG_WAKES, MAX_WAKES, WAKE_UPS, joint_wakes
 from nictune.simulator.fidelity import random_cases
@@ -157,20 +158,24 @@ def test_the_cores_followed_on_several_threads_come_out_as_on_one(
         np.testing.assert_array_equal(a, c)
 
 
+def one_host(streams: dict[str, tuple[int, float, dict[str, object]]]) -> Config:
+    """A host of two cores, a NIC per transmission: id -> (packets of 1000 bytes, packets
+    per second, more of its keys)."""
+    raw = {"hosts": {"h": {"cores": 2, "costs": {"irq": 3e-6, "per_packet": 0.6e-6}}},
+           "nics": {tid: {"host": "h", "link": "100Gbit/s"} for tid in streams},
+           "transmissions": [{"id": tid, "nic": tid, "size": packets * 1000,
+                              "packet_size": 1000, "rate": rate, **more}
+                             for tid, (packets, rate, more) in streams.items()]}
+    return parse_config(raw, source="test")
+
+
 def test_a_window_too_thin_to_scale_keeps_the_closed_form(monkeypatch: pytest.MonkeyPatch
                                                            ) -> None:
     """A small transmission beside a big one keeps a handful of packets of its window
     (its time would be scaled wrong), an onoff one fewer than ten bursts."""
-    raw = {"hosts": {"h": {"cores": 2, "costs": {"irq": 3e-6, "per_packet": 0.6e-6}}},
-           "nics": {f"n{i}": {"host": "h", "link": "100Gbit/s"} for i in range(3)},
-           "transmissions": [
-               {"id": "big", "nic": "n0", "size": 2_000_000 * 1000, "packet_size": 1000,
-                "rate": 30_000},
-               {"id": "small", "nic": "n1", "size": 1000 * 1000, "packet_size": 1000,
-                "rate": 1000},
-               {"id": "bursts", "nic": "n2", "size": 200_000 * 1000, "packet_size": 1000,
-                "rate": 30_000, "arrival": "onoff", "onoff": {"on": 0.05, "off": 0.45}}]}
-    config = parse_config(raw, source="test")
+    config = one_host({"big": (2_000_000, 30_000, {}), "small": (1000, 1000, {}),
+                       "bursts": (200_000, 30_000, {"arrival": "onoff",
+                                                    "onoff": {"on": 0.05, "off": 0.45}})})
     wl = Workload.build(config, config.transmissions)
     assert wl.windows.base[1] * 1000 < fast_wakes.MIN_PACKETS
     tick = NicSetting("passive_wait", poll_interval=100e-6, ring_slots=4096)
@@ -335,3 +340,50 @@ def test_a_drain_steps_through_the_arrivals_that_may_overflow_as_one_at_a_time()
         assert left == pytest.approx(want[2], abs=1e-6)
         checked += left > ring - 1.0  # (cases where the ring was full)
     assert checked > 10
+
+
+def test_the_window_rules_are_the_des_and_the_arrivals_own() -> None:
+    """`_fraction` and `Windows.time_share` restate, for a whole batch at once, rules the
+    project has per transmission: the DES's window (`des.window_fraction` with
+    `_wake_share`) and a window's share of the time (`arrivals.arrivals_span`; Poisson:
+    the mean spacing, as `full_span`)."""
+    config = one_host({"t0": (2_000_000, 300_000, {}),
+                       "t1": (500_000, 80_000, {"arrival": "poisson"}),
+                       "t2": (1_000_000, 150_000, {"arrival": "onoff",
+                                                   "onoff": {"on": 0.01, "off": 0.09}})})
+    ts = config.transmissions
+    wl = Workload.build(config, ts)
+    windows, cols = wl.windows, np.arange(3)
+    rng = np.random.default_rng(2)
+    rows = [{t.id: (NicSetting("passive_wait", poll_interval=float(rng.uniform(1e-4, 0.05)),
+                               irq_core=int(rng.integers(0, 2)))
+                    if rng.random() < 0.5 else
+                    NicSetting("watermark", watermark=int(rng.integers(1, 4000)),
+                               watermark_timeout=float(rng.choice([0.0, 1e-3, 0.2])),
+                               irq_core=int(rng.integers(0, 2)))) for t in ts}
+            for _ in range(40)]
+    b = batch_of(config, rows)
+    passive = b.mode == PASSIVE
+    same = b.irq_core[:, :, None] == b.irq_core[:, None, :]
+    windows.base[:] = 1.0  # (so the fraction is the DES's window alone)
+    f, _ = fast_wakes._fraction(windows, cols, same, passive,
+                                np.where(passive, b.poll_interval, 1.0),
+                                np.where(passive, 1.0, b.watermark),
+                                np.where(passive, 0.0, b.watermark_timeout), False)
+    for p, row in enumerate(rows):
+        for j in range(3):
+            core = [t for t in ts if row[t.id].irq_core == row[ts[j].id].irq_core]
+            want = des_engine.window_fraction(
+                [t.packets for t in core], des_engine.WINDOW,
+                [des_engine._wake_share(config, row[t.id], t) for t in core])
+            assert f[p, j] == pytest.approx(want, rel=1e-9)
+    n = np.array([[1, 2, 1000, 123_457, 10**9]]).T.repeat(3, axis=1)
+    n = np.minimum(n, windows.packets)
+    share = windows.time_share(n, cols)
+    for j, t in enumerate(ts):
+        whole = arrivals_span(t, config.nic_of(t), t.packets)
+        for k, m in enumerate(n[:, j].tolist()):
+            part = arrivals_span(t, config.nic_of(t), m)
+            want = ((m - 1) / (t.packets - 1) if part is None else part / whole) if 2 <= m < \
+                t.packets else 1.0
+            assert share[k, j] == pytest.approx(want, rel=1e-12)
