@@ -8,6 +8,7 @@ other transmissions are simulated with it.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +58,9 @@ def full_span(t: Transmission, nic: Nic, span: float, n: int, m: int | None = No
     return fixed if fixed is not None else span * (m - 1) / (n - 1)
 
 
+SEEK_PIECE = 1 << 20  # gaps drawn at a time to reach an arrival not where a stream is
+
+
 def arrival_times(t: Transmission, nic: Nic, seed: int, k: int, count: int | None = None
                   ) -> np.ndarray:
     """Arrival times (s, ascending) of the first `count` packets (default: all) of `t`.
@@ -65,15 +69,57 @@ def arrival_times(t: Transmission, nic: Nic, seed: int, k: int, count: int | Non
     `onoff_bursts` packets, evenly spaced at the peak rate λ·(on+off)/on capped at the
     link's packet rate, a burst every per_burst / λ s (the mean rate is λ).
     """
-    n = t.packets if count is None else min(count, t.packets)
-    lam = t.rate
-    if t.arrival == "cbr":
-        return t.start + np.arange(n, dtype=np.float64) / lam
-    if t.arrival == "poisson":
-        rng = np.random.default_rng([seed, k])
-        return t.start + np.cumsum(rng.exponential(1.0 / lam, n))
-    if t.arrival == "onoff":
-        peak, per_burst, cycle = onoff_bursts(t, nic)
-        i = np.arange(n, dtype=np.int64)
-        return t.start + (i // per_burst) * cycle + (i % per_burst) / peak
-    raise ValueError(f"unknown arrival process {t.arrival!r}")
+    out = np.empty(t.packets if count is None else min(count, t.packets))
+    ArrivalStream(t, nic, seed, k).fill(out, 0)
+    return out
+
+
+class ArrivalStream:
+    """`arrival_times` of `t` from any arrival on. A poisson transmission's generator
+    (`default_rng([seed, k])`) and sum go on from where the last `fill` stopped, so a
+    longer window draws only the arrivals it adds; `mark` keeps them at a count of
+    arrivals to go back to (elsewhere, the gaps before are drawn again)."""
+
+    def __init__(self, t: Transmission, nic: Nic, seed: int, k: int) -> None:
+        if t.arrival not in ("cbr", "poisson", "onoff"):
+            raise ValueError(f"unknown arrival process {t.arrival!r}")
+        self.t, self.nic = t, nic
+        self._rng = np.random.default_rng([seed, k])
+        self._first = self._rng.bit_generator.state
+        self._at, self._sum = 0, 0.0  # the gaps drawn so far, and their sum
+        self._marks: dict[int, tuple[dict[str, Any], float]] = {}
+
+    def fill(self, out: np.ndarray, i: int) -> None:
+        """Arrivals i, i + 1, ... into `out` (float64)."""
+        t, n = self.t, out.size
+        if t.arrival == "cbr":
+            np.divide(np.arange(i, i + n, dtype=np.float64), t.rate, out=out)
+            out += t.start
+        elif t.arrival == "onoff":
+            peak, per_burst, cycle = onoff_bursts(t, self.nic)
+            j = np.arange(i, i + n, dtype=np.int64)
+            np.add(t.start, j // per_burst * cycle, out=out)
+            out += j % per_burst / peak
+        elif n:
+            self._seek(i)
+            self._rng.standard_exponential(out=out)  # (exponential(1/λ): the same numbers)
+            out *= 1.0 / t.rate
+            out[0] += self._sum  # (the sum goes on in the same order)
+            np.cumsum(out, out=out)
+            self._at, self._sum = i + n, float(out[-1])
+            out += t.start
+
+    def mark(self) -> None:
+        """Keep the generator's state and sum at the arrivals drawn so far."""
+        self._marks[self._at] = (self._rng.bit_generator.state, self._sum)
+
+    def _seek(self, i: int) -> None:
+        """The generator and sum at i gaps: where they are, marked, or drawn on to it from
+        the last mark before it (or the start)."""
+        if i == self._at:
+            return
+        at = max((m for m in self._marks if m <= i), default=0)
+        self._rng.bit_generator.state, self._sum = self._marks.get(at, (self._first, 0.0))
+        self._at = at
+        while self._at < i:  # (in pieces of at most SEEK_PIECE gaps)
+            self.fill(np.empty(min(i - self._at, SEEK_PIECE)), self._at)

@@ -8,8 +8,9 @@ transmissions: every one shortened by one factor, its start too, as the DES's wi
 so the phases of the core keep their order. The window holds about WINDOW_PACKETS of each
 of the host's transmissions or, where that holds fewer than WAKE_UPS of a member's ticks,
 LONGER of the members' longest sleeps (never more than the DES's window, CORE_PACKETS
-packets or LONG_WAKES wake-ups in all). Longer windows' arrivals are drawn when a core
-first needs them, host by host, and kept between calls up to KEPT; a window never depends
+packets or LONG_WAKES wake-ups in all). Longer windows' arrivals are drawn on
+(`ArrivalStream`) when a core first needs them, host by host, and kept between calls up
+to KEPT; a window never depends
 on what is kept, so a host's counts depend on its own transmissions and settings alone.
 Between events the core serves the draining consumers in turn, packet by packet, as a
 fluid (each at one packet per Σ w); a wake-up's interrupt (Ti, FIFO) stops packet work
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nictune.model import Config, Transmission
-from nictune.simulator.arrivals import arrival_times, onoff_bursts
+from nictune.simulator.arrivals import ArrivalStream, onoff_bursts
 from nictune.simulator.batch import PASSIVE, WATERMARK, SettingBatch
 from nictune.simulator.compiled import compiled
 from nictune.simulator.des import GROWN_PACKETS as DES_GROWN
@@ -84,8 +85,8 @@ class Windows:
     def __init__(self, config: Config, transmissions: list[Transmission],
                  groups: tuple[np.ndarray, ...], seed: int) -> None:
         index = {t.id: k for k, t in enumerate(config.transmissions)}
-        self._args = [(replace(t, start=0.0), config.nic_of(t), seed, index[t.id])
-                      for t in transmissions]
+        self.streams = [ArrivalStream(replace(t, start=0.0), config.nic_of(t), seed,
+                                      index[t.id]) for t in transmissions]
         size = len(transmissions)
         self.groups = groups
         self.packets = np.array([t.packets for t in transmissions], dtype=np.int64)
@@ -112,7 +113,9 @@ class Windows:
         self.drawn = np.zeros(size, dtype=np.int64)
         self._used: dict[int, None] = {}  # hosts with longer windows, least recently used first
         for h in range(len(groups)):
-            self._redraw(h, self.first)
+            self._resize(h, self.first)
+        for stream in self.streams:
+            stream.mark()  # (a host's longer windows given back, its streams go back here)
         self.done: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
     def missing(self, h: int, need: np.ndarray) -> int:
@@ -134,7 +137,7 @@ class Windows:
             counts = self.drawn.copy()
             counts[cols] = np.where(grow, np.minimum(
                 self.most[cols], np.maximum(need, 2 * self.drawn[cols])), self.drawn[cols])
-            self._redraw(h, counts)
+            self._resize(h, counts)
 
     def trim(self, keep: set[int]) -> None:
         """Hosts' longer windows given back, least recently used first, while more than
@@ -144,22 +147,21 @@ class Windows:
                 return
             if h not in keep:
                 del self._used[h]
-                self._redraw(h, self.first)
+                self._resize(h, self.first)
 
-    def _redraw(self, h: int, counts: np.ndarray) -> None:
-        """Host h's buffer holding counts[c] arrivals of each of its columns c."""
+    def _resize(self, h: int, counts: np.ndarray) -> None:
+        """Host h's buffer holding counts[c] arrivals of each of its columns c: those it
+        holds kept, the others drawn on from them."""
         cols = self.groups[h]
-        parts = []
-        for c in cols.tolist():
-            n = int(counts[c])
-            if n <= self.drawn[c]:  # (the draws begin with the same arrivals)
-                parts.append(self.buffers[h][self.offset[c]:self.offset[c] + n])
-            else:
-                parts.append(arrival_times(*self._args[c], n))
-        buffer = np.concatenate(parts)  # (then the counts: a failed draw leaves them true)
-        self.offset[cols] = np.concatenate([[0], np.cumsum([p.size for p in parts])[:-1]])
-        self.drawn[cols] = [p.size for p in parts]
-        self.buffers[h] = buffer
+        sizes = counts[cols]
+        offset = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        buffer = np.empty(int(sizes.sum()))
+        for c, o, n in zip(cols.tolist(), offset.tolist(), sizes.tolist(), strict=True):
+            kept = min(n, int(self.drawn[c]))
+            start = int(self.offset[c])
+            buffer[o:o + kept] = self.buffers[h][start:start + kept]
+            self.streams[c].fill(buffer[o + kept:o + n], kept)
+        self.offset[cols], self.drawn[cols], self.buffers[h] = offset, sizes, buffer
 
     def span(self, n: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """s from the first to the n-th arrival of each column (cbr, onoff: exact; poisson:

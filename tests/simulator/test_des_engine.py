@@ -11,8 +11,8 @@ import pytest
 
 from nictune.errors import InputError
 from nictune.model import NicSetting, parse_config
-from nictune.simulator import des, simulate
-from nictune.simulator.arrivals import arrival_times
+from nictune.simulator import arrivals, des, simulate
+from nictune.simulator.arrivals import ArrivalStream, arrival_times
 
 IRQ, PER_PACKET, PER_BYTE = 4e-6, 0.6e-6, 0.25e-9
 
@@ -592,6 +592,29 @@ def test_arrival_processes():
     assert (len(o) / (o[-1] - o[0])) == pytest.approx(1e5, rel=0.01)
     capped = arrival_times(replace(t, arrival="onoff", onoff_on=1e-6, onoff_off=1e-3), nic, 0, 0)
     assert np.diff(capped[:2])[0] == pytest.approx(8 * 1020 / 10e9)
+
+
+@pytest.mark.parametrize("arrival", ["cbr", "poisson", "onoff"])
+def test_an_arrival_stream_drawn_on_in_pieces_is_arrival_times(arrival, monkeypatch):
+    """Filled in pieces, back to a marked count and on again, or from anywhere, a stream
+    gives `arrival_times` to the bit (a longer window draws only the arrivals it adds)."""
+    cfg = config(packets=50_000, rate="100kpps", arrival=arrival)
+    t = replace(cfg.transmissions[0], start=0.37, onoff_on=2e-3, onoff_off=8e-3)
+    nic = cfg.nics["n0"]
+    whole = arrival_times(t, nic, 4, 2)
+    stream = ArrivalStream(t, nic, 4, 2)
+    out = np.empty(whole.size)
+    stream.fill(out[:1000], 0)
+    stream.mark()
+    stream.fill(np.empty(7000), 1000)  # (drawn, then given back)
+    for a, b in ((1000, 1001), (1001, 30_000), (30_000, whole.size)):
+        stream.fill(out[a:b], a)
+    np.testing.assert_array_equal(out, whole)
+    monkeypatch.setattr(arrivals, "SEEK_PIECE", 1000)
+    for a, b in ((12_345, 12_400), (5, 10), (40_000, 40_001), (1000, 1003)):
+        piece = np.zeros(b - a)  # (not where it stopped: drawn on from a mark)
+        stream.fill(piece, a)
+        np.testing.assert_array_equal(piece, whole[a:b])
 
 
 @pytest.mark.parametrize(("on", "off"), [(10e-6, 15e-6), (5e-6, 12e-6), (1e-6, 1e-6)])
