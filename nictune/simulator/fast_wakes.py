@@ -8,10 +8,11 @@ transmissions: every one shortened by one factor, its start too, as the DES's wi
 so the phases of the core keep their order. The window holds about WINDOW_PACKETS of each
 of the host's transmissions or, where that holds fewer than WAKE_UPS of a member's ticks,
 LONGER of the members' longest sleeps (never more than the DES's window, CORE_PACKETS
-packets or LONG_WAKES wake-ups in all). Longer windows' arrivals are drawn on
-(`ArrivalStream`) when a core first needs them, host by host, and kept between calls up
-to KEPT; a window never depends
-on what is kept, so a host's counts depend on its own transmissions and settings alone.
+packets or LONG_WAKES wake-ups in all); a saturated core's (its rings fill for longer than
+the host's window) is the DES's, up to CORE_PACKETS packets and MAX_WAKES wake-ups.
+Longer windows' arrivals are drawn on (`ArrivalStream`) when a core first needs them, host
+by host, and kept between calls up to KEPT; a window never depends on what is kept, so a
+host's counts depend on its own transmissions and settings alone.
 Between events the core serves the draining consumers in turn, packet by packet, as a
 fluid (each at one packet per Σ w); a wake-up's interrupt (Ti, FIFO) stops packet work
 while it runs; an arrival that finds the ring full is lost; a drain ends when the ring is
@@ -62,6 +63,7 @@ LONG_WAKES = 5_000  # ... where it then holds at most this many wake-ups in all
 BATCHES = 16  # a shortened window holds this many watermarks of each watermark consumer
 MAX_WAKES = 50_000  # a core's window holds at most this many ticks and watermarks ...
 MAX_EVENTS = 400_000  # a core's followed events at most (beyond: the closed form stays)
+SATURATED = 0.95  # a core with this share of its time's work or more is saturated
 KEPT = 32_000_000  # arrivals of longer windows kept between calls (8 bytes each)
 LOOK_AHEAD = 64  # steps a drain looks ahead per event (a long one advances in as many events)
 LOTS = 16  # lots of cores per thread (they take uneven time: small lots even it out)
@@ -209,13 +211,18 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
         alone_or_mixed = (same & ~bat[:, None, :]).any(axis=2)
         ok = bat & (mates >= 2) & ~alone_or_mixed
         pas = passive[:, cols]
-        args = (windows, cols, same, pas, period[:, cols], wm[:, cols], tau[:, cols])
-        # the host's own window, or, where that keeps the closed form, one made longer for
-        # the core's longest sleeps that holds at most LONG_WAKES wake-ups in all (more
-        # would cost more than they tell)
+        full = _saturated(windows, cols, same, w[:, cols], wl.ti[cols], pas, period[:, cols],
+                          wm[:, cols])
+        args = (windows, cols, same, pas, period[:, cols], wm[:, cols], tau[:, cols], full)
+        # the host's own window, or one made longer: where that keeps the closed form, for
+        # the core's longest sleeps, holding at most LONG_WAKES wake-ups in all (more would
+        # cost more than they tell); where the core is saturated, as long as the DES's
+        # (its queues fill for longer than the host's window: its start is no sample of
+        # the whole), holding at most MAX_WAKES
         f, n, spoiled, busy = _sized(*args, longer=False)
         f_long, n_long, spoiled_long, busy_long = _sized(*args, longer=True)
-        long = spoiled & (f_long > f) & (busy_long <= LONG_WAKES)
+        long = (f_long > f) & ((spoiled & (busy_long <= LONG_WAKES))
+                               | (full & (busy_long <= MAX_WAKES)))
         f, n = np.where(long, f_long, f), np.where(long, n_long, n)
         spoiled, busy = np.where(long, spoiled_long, spoiled), np.where(long, busy_long, busy)
         ok &= ~spoiled & (busy <= MAX_WAKES)
@@ -296,8 +303,8 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
 
 
 def _sized(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray,
-           period: np.ndarray, wm: np.ndarray, tau: np.ndarray, longer: bool
-           ) -> tuple[np.ndarray, ...]:
+           period: np.ndarray, wm: np.ndarray, tau: np.ndarray, full: np.ndarray,
+           longer: bool) -> tuple[np.ndarray, ...]:
     """(P, |cols|) each, of the window of every element's core (`_fraction`): its fraction,
     the element's packets in it, whether the core keeps the closed form for it, and the
     ticks, watermarks and timeouts the core's window holds in all.
@@ -305,7 +312,7 @@ def _sized(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray
     A window too short for a member's ticks (unless it is as long as the DES's) or
     watermarks (the DES's window holds BATCHES of them at least), or too thin to scale,
     spoils the whole core."""
-    f, des = _fraction(windows, cols, same, pas, period, wm, tau, longer)
+    f, des = _fraction(windows, cols, same, pas, period, wm, tau, full, longer)
     packets = windows.packets[cols]
     n = np.clip(np.ceil(packets * f).astype(np.int64), 1, windows.most[cols])
     span = windows.span(n, cols)
@@ -320,16 +327,29 @@ def _sized(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray
             (same * busy[:, None, :]).sum(axis=2))
 
 
+def _saturated(windows: Windows, cols: np.ndarray, same: np.ndarray, w: np.ndarray,
+               ti: np.ndarray, pas: np.ndarray, period: np.ndarray, wm: np.ndarray
+               ) -> np.ndarray:
+    """(P, |cols|): whether each element's core has SATURATED or more of its time's work:
+    its members' packets (w each) and their wake-ups' interrupts (ti each: a tick per
+    period, a watermark's worth of packets per wake-up at most)."""
+    rate = windows.rate[cols]
+    wakes = np.where(pas, 1.0 / period, rate / wm)
+    load = rate * w + wakes * ti
+    return (same * load[:, None, :]).sum(axis=2) >= SATURATED
+
+
 def _fraction(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray,
-              period: np.ndarray, wm: np.ndarray, tau: np.ndarray, longer: bool
-              ) -> tuple[np.ndarray, np.ndarray]:
+              period: np.ndarray, wm: np.ndarray, tau: np.ndarray, full: np.ndarray,
+              longer: bool) -> tuple[np.ndarray, np.ndarray]:
     """(P, |cols|): the fraction of each core's transmissions its window holds, and whether
     that window is as long as the DES's (`des.window_fraction` for the DES's default window;
     then it holds the ticks the reference holds, however few — though not the longer
     window the DES takes where a queue has not settled). The host's own window (`base`) —
     if `longer`, made longer to hold LONGER of its members' longest time between
-    wake-ups, up to CORE_PACKETS in all —, never longer than the DES's (so it may be
-    shorter than the host's own). The DES's rule is `des.window_fraction` with
+    wake-ups, or where the core is `full` (saturated) as long as the DES's, up to
+    CORE_PACKETS in all —, never longer than the DES's (so it may be shorter than the
+    host's own). The DES's rule is `des.window_fraction` with
     `des._wake_share`, here for every core of the batch at once (a test holds them equal)."""
     packets = windows.packets[cols].astype(np.float64)
     rate = windows.rate[cols]
@@ -345,7 +365,8 @@ def _fraction(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndar
                             2.0 * DES_WINDOW * same.sum(axis=2) / total)
     by_wakes = np.minimum(DES_WAKE_UPS * longest, DES_MAX_WINDOWS * DES_WINDOW / total)
     des = np.minimum(np.minimum(1.0, np.maximum(by_packets, by_wakes)), DES_GROWN / total)
-    more = np.minimum(LONGER * longest, CORE_PACKETS / total) if longer else 0.0
+    more = np.minimum(np.where(full, np.inf, LONGER * longest), CORE_PACKETS / total
+                      ) if longer else 0.0
     f = np.minimum(des, np.maximum(windows.base[cols], more))  # (within every one's `most`)
     return f, f >= des * (1.0 - 1e-9)
 

@@ -3,6 +3,7 @@ window, its cache, and where it leaves the closed form alone."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -224,6 +225,24 @@ def test_a_core_of_long_sleeps_is_followed_over_a_window_long_enough_for_them(
     assert abs(closed[1].interrupts - des[1].interrupts) > 0.2 * des[1].interrupts
 
 
+def test_a_saturated_core_is_followed_over_the_des_window(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """Three watermark consumers with 1.08 of the core's time in packet work: their
+    rings fill for longer than the host's window (1.7 % of each transmission, 43 ms),
+    whose start is no sample of the whole — a's wake-ups 29 % too few. Over a window as
+    long as the DES's they are the DES's."""
+    config = one_host({"a": (2_000_000, 800_000, {}), "b": (1_000_000, 600_000, {}),
+                       "c": (500_000, 400_000, {})})
+    settings = dict.fromkeys(("a", "b", "c"), NicSetting(
+        "watermark", watermark=64, watermark_timeout=0.5, ring_slots=1024))
+    des = simulate(config, settings, engine="des")[0].interrupts
+    fast = simulate(config, settings, engine="fast")[0].interrupts
+    monkeypatch.setattr(fast_wakes, "SATURATED", math.inf)  # (the host's window)
+    short = simulate(config, settings, engine="fast")[0].interrupts
+    assert fast == pytest.approx(des, rel=0.02)
+    assert abs(short - des) > 0.2 * des
+
+
 def test_a_longer_window_draws_the_arrivals_on_as_the_des_draws_them() -> None:
     """The arrivals of a longer window are drawn when a core first needs them, begin with
     those the host's window had, and are the DES's (its start scaled with the window)."""
@@ -369,7 +388,8 @@ def test_the_window_rules_are_the_des_and_the_arrivals_own() -> None:
     f, _ = fast_wakes._fraction(windows, cols, same, passive,
                                 np.where(passive, b.poll_interval, 1.0),
                                 np.where(passive, 1.0, b.watermark),
-                                np.where(passive, 0.0, b.watermark_timeout), False)
+                                np.where(passive, 0.0, b.watermark_timeout),
+                                np.zeros_like(passive), False)
     for p, row in enumerate(rows):
         for j in range(3):
             core = [t for t in ts if row[t.id].irq_core == row[ts[j].id].irq_core]
