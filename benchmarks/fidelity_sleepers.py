@@ -43,17 +43,15 @@ def random_core(rng: np.random.Generator, saturated: bool = False
     packet work 0.95–1.6 of the core's time)."""
     k = int(rng.integers(2, 4))
     packets = int(rng.choice([300_000, 1_000_000, 2_000_000]))
-    rates = rng.uniform(50_000, 400_000, k)
-    if saturated:
-        rates *= rng.uniform(0.95, 1.6) / (WORK * rates.sum())
+    drawn = [(rng.uniform(50_000, 400_000), str(rng.choice(["poisson", "cbr"])))
+             for _ in range(k)]
+    scale = rng.uniform(0.95, 1.6) / (WORK * sum(r for r, _ in drawn)) if saturated else 1.0
     raw = {"hosts": {"h": {"cores": 1, "costs": {"irq": 3e-6, "per_packet": 0.6e-6,
                                                  "per_byte": 0.2e-9}}},
            "nics": {f"n{i}": {"host": "h", "link": "100Gbit/s"} for i in range(k)},
            "transmissions": [{"id": f"t{i}", "nic": f"n{i}", "size": packets * 1000,
-                              "packet_size": 1000,
-                              "rate": float(rates[i]),
-                              "arrival": str(rng.choice(["poisson", "cbr"]))}
-                             for i in range(k)]}
+                              "packet_size": 1000, "rate": float(rate * scale),
+                              "arrival": arrival} for i, (rate, arrival) in enumerate(drawn)]}
     settings = {}
     for i in range(k):
         ring = int(rng.choice([1024, 4096, 8192]))

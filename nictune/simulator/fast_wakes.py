@@ -57,6 +57,7 @@ WINDOW_PACKETS = 20_000  # a host's window holds about this many packets per tra
 MIN_PACKETS = 100  # a shortened window holds this many packets of each transmission ...
 ONOFF_CYCLES = 10  # ... and bursts of an onoff one, else the closed form stays
 WAKE_UPS = 100  # a shortened window holds this many ticks of each passive_wait consumer
+LONG_TICKS = 25  # ... a longer one cut at CORE_PACKETS this many
 LONGER = 200  # a core's window too short for them is made longer for this many ...
 CORE_PACKETS = 2_000_000  # ... up to this many packets in all ...
 LONG_WAKES = 5_000  # ... where it then holds at most this many wake-ups in all
@@ -309,9 +310,10 @@ def _sized(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray
     the element's packets in it, whether the core keeps the closed form for it, and the
     ticks, watermarks and timeouts the core's window holds in all.
 
-    A window too short for a member's ticks (unless it is as long as the DES's) or
-    watermarks (the DES's window holds BATCHES of them at least), or too thin to scale,
-    spoils the whole core."""
+    A window too short for a member's ticks (WAKE_UPS; a longer window, which CORE_PACKETS
+    may cut, LONG_TICKS — the closed form is further off than counts over that many;
+    none if it is as long as the DES's) or watermarks (the DES's window holds BATCHES of
+    them at least), or too thin to scale, spoils the whole core."""
     f, des = _fraction(windows, cols, same, pas, period, wm, tau, full, longer)
     packets = windows.packets[cols]
     n = np.clip(np.ceil(packets * f).astype(np.int64), 1, windows.most[cols])
@@ -320,7 +322,8 @@ def _sized(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray
     batches = n / wm
     thin = (n < MIN_PACKETS) | (windows.onoff[cols] & (n / windows.per_burst[cols]
                                                       < ONOFF_CYCLES))
-    short = (n < packets) & (thin | np.where(pas, ~des & (ticks < WAKE_UPS),
+    least = LONG_TICKS if longer else WAKE_UPS
+    short = (n < packets) & (thin | np.where(pas, ~des & (ticks < least),
                                               batches < BATCHES))
     busy = np.where(pas, ticks, batches + span / np.where(tau > 0, tau, np.inf))
     return (f, n, (same & short[:, None, :]).any(axis=2),

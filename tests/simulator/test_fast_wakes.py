@@ -243,6 +243,32 @@ def test_a_saturated_core_is_followed_over_the_des_window(monkeypatch: pytest.Mo
     assert abs(short - des) > 0.2 * des
 
 
+def test_a_longer_window_cut_at_core_packets_is_followed_over_fewer_ticks(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three transmissions of 2 000 000 packets on a saturated core: the longer window,
+    cut at CORE_PACKETS (a third of each), holds 84 of t2's ticks of 28 ms — fewer than
+    WAKE_UPS, more than LONG_TICKS —, so the core is followed (within 10 % of the DES),
+    where the closed form gave t1 one wake-up for the DES's 545."""
+    raw = {"hosts": {"h": {"cores": 1, "costs": {"irq": 3e-6, "per_packet": 0.6e-6,
+                                                 "per_byte": 0.2e-9}}},
+           "nics": {t: {"host": "h", "link": "100Gbit/s"} for t in ("t0", "t1", "t2")},
+           "transmissions": [{"id": t, "nic": t, "size": 2_000_000_000, "packet_size": 1000,
+                              "rate": rate, "arrival": arrival} for t, rate, arrival in (
+                                  ("t0", 428_916, "cbr"), ("t1", 586_554, "poisson"),
+                                  ("t2", 280_938, "poisson"))]}
+    config = parse_config(raw, source="test")
+    settings = {"t0": NicSetting("passive_wait", poll_interval=2e-3, ring_slots=4096),
+                "t1": NicSetting("watermark", watermark=584, watermark_timeout=1e-3,
+                                 ring_slots=4096),
+                "t2": NicSetting("passive_wait", poll_interval=28.1e-3, ring_slots=1024)}
+    des = [m.interrupts for m in simulate(config, settings, engine="des")]
+    fast = [m.interrupts for m in simulate(config, settings, engine="fast")]
+    monkeypatch.setattr(fast_wakes, "LONG_TICKS", fast_wakes.WAKE_UPS)
+    closed = [m.interrupts for m in simulate(config, settings, engine="fast")]
+    assert fast == pytest.approx(des, rel=0.1)
+    assert closed[1] < 0.1 * des[1]
+
+
 def test_a_longer_window_draws_the_arrivals_on_as_the_des_draws_them() -> None:
     """The arrivals of a longer window are drawn when a core first needs them, begin with
     those the host's window had, and are the DES's (its start scaled with the window)."""
