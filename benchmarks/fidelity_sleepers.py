@@ -15,8 +15,13 @@ longer window (where the host's window is too short: the closed form), against t
 rings fill, the queues settle late: the window is made as long as the DES's), and the
 comparison is with the host's window instead (`fast_wakes.SATURATED` off).
 
-Run: `python benchmarks/fidelity_sleepers.py [--cases 150] [--seed 1] [--saturated]`
-(about a minute; two with `--saturated`).
+`--poller`: a busy-poller beside each core's sleepers, its packets 0.1–0.5 of the core's
+time (the sleepers drawn as without it; its own interrupts, none, are not compared). The
+fast engine does not follow such a core: both rows are the closed form's — the size of
+that gap (benchmarks/RESULTS.md).
+
+Run: `python benchmarks/fidelity_sleepers.py [--cases 150] [--seed 1] [--saturated]
+[--poller]` (about a minute; two with `--saturated`).
 """
 
 from __future__ import annotations
@@ -37,10 +42,11 @@ FLOOR = 10_000  # a count below one wake-up per this many packets is not compare
 WORK = 0.6e-6 + 1000 * 0.2e-9  # s of packet work per packet on the cores drawn
 
 
-def random_core(rng: np.random.Generator, saturated: bool = False
+def random_core(rng: np.random.Generator, saturated: bool = False, poller: bool = False
                 ) -> tuple[Config, dict[str, NicSetting]]:
     """One host of one core, its 2–3 transmissions all sleepers (`saturated`: their
-    packet work 0.95–1.6 of the core's time)."""
+    packet work 0.95–1.6 of the core's time), and with `poller` a busy-poller beside them
+    taking 0.1–0.5 of its time (the sleepers drawn as without it)."""
     k = int(rng.integers(2, 4))
     packets = int(rng.choice([300_000, 1_000_000, 2_000_000]))
     drawn = [(rng.uniform(50_000, 400_000), str(rng.choice(["poisson", "cbr"])))
@@ -62,6 +68,12 @@ def random_core(rng: np.random.Generator, saturated: bool = False
             settings[f"t{i}"] = NicSetting(
                 "watermark", watermark=int(rng.integers(64, ring // 2)),
                 watermark_timeout=float(rng.choice([1e-3, 10e-3, 50e-3])), ring_slots=ring)
+    if poller:
+        raw["nics"]["poller"] = {"host": "h", "link": "100Gbit/s"}
+        raw["transmissions"].append({"id": "poller", "nic": "poller",
+                                     "size": packets * 1000, "packet_size": 1000,
+                                     "rate": float(rng.uniform(0.1, 0.5) / WORK)})
+        settings["poller"] = NicSetting("busy_poll", ring_slots=4096)
     return parse_config(raw, source="fidelity_sleepers"), settings
 
 
@@ -78,13 +90,14 @@ def no_longer_window(saturated: bool) -> Iterator[None]:
         setattr(fast_wakes, name, kept)
 
 
-def errors(cases: int, seed: int, saturated: bool = False) -> dict[str, Any]:
+def errors(cases: int, seed: int, saturated: bool = False, poller: bool = False
+           ) -> dict[str, Any]:
     """Interrupt errors (fast with longer windows, fast without) against the DES."""
     rng = np.random.default_rng(seed)
     longer, closed = [], []
     started = time.perf_counter()
     for _ in range(cases):
-        config, settings = random_core(rng, saturated)
+        config, settings = random_core(rng, saturated, poller)
         des = simulate(config, settings, engine="des")
         fast = simulate(config, settings, engine="fast")
         with no_longer_window(saturated):
@@ -104,9 +117,12 @@ def main() -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=1, help="draw of the cores (default 1)")
     parser.add_argument("--saturated", action="store_true",
                         help="cores with more packet work than time (0.95-1.6)")
+    parser.add_argument("--poller", action="store_true",
+                        help="a busy-poller beside each core's sleepers (0.1-0.5 of its time)")
     args = parser.parse_args()
-    out = errors(args.cases, args.seed, args.saturated)
-    kind = "saturated cores" if args.saturated else "cores"
+    out = errors(args.cases, args.seed, args.saturated, args.poller)
+    kind = ("saturated cores" if args.saturated else "cores") + (
+        " with a busy-poller" if args.poller else "")
     print(f"{args.cases} {kind} (seed {args.seed}), {out['longer'].size} transmissions "
           f"compared, {out['seconds']:.0f} s")
     print("| fast engine | interrupts median / p95 / max | rows above 5 % |")
