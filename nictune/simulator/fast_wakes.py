@@ -335,7 +335,7 @@ def _saturated(windows: Windows, cols: np.ndarray, same: np.ndarray, w: np.ndarr
                ) -> np.ndarray:
     """(P, |cols|): whether each element's core has SATURATED or more of its time's work:
     its members' packets (w each) and their wake-ups' interrupts (ti each: a tick per
-    period, a watermark's worth of packets per wake-up at most)."""
+    period, a wake-up per watermark's worth of packets — timeouts may add more)."""
     rate = windows.rate[cols]
     wakes = np.where(pas, 1.0 / period, rate / wm)
     load = rate * w + wakes * ti
