@@ -42,11 +42,13 @@ FLOOR = 10_000  # a count below one wake-up per this many packets is not compare
 WORK = 0.6e-6 + 1000 * 0.2e-9  # s of packet work per packet on the cores drawn
 
 
-def random_core(rng: np.random.Generator, saturated: bool = False, poller: bool = False
+def random_core(rng: np.random.Generator, saturated: bool = False,
+                poller: np.random.Generator | None = None
                 ) -> tuple[Config, dict[str, NicSetting]]:
     """One host of one core, its 2–3 transmissions all sleepers (`saturated`: their
-    packet work 0.95–1.6 of the core's time), and with `poller` a busy-poller beside them
-    taking 0.1–0.5 of its time (the sleepers drawn as without it)."""
+    packet work 0.95–1.6 of the core's time), and with `poller` (the generator of its
+    draws: the sleepers stay those drawn without it) a busy-poller beside them taking
+    0.1–0.5 of its time."""
     k = int(rng.integers(2, 4))
     packets = int(rng.choice([300_000, 1_000_000, 2_000_000]))
     drawn = [(rng.uniform(50_000, 400_000), str(rng.choice(["poisson", "cbr"])))
@@ -68,36 +70,39 @@ def random_core(rng: np.random.Generator, saturated: bool = False, poller: bool 
             settings[f"t{i}"] = NicSetting(
                 "watermark", watermark=int(rng.integers(64, ring // 2)),
                 watermark_timeout=float(rng.choice([1e-3, 10e-3, 50e-3])), ring_slots=ring)
-    if poller:
+    if poller is not None:
         raw["nics"]["poller"] = {"host": "h", "link": "100Gbit/s"}
         raw["transmissions"].append({"id": "poller", "nic": "poller",
                                      "size": packets * 1000, "packet_size": 1000,
-                                     "rate": float(rng.uniform(0.1, 0.5) / WORK)})
+                                     "rate": float(poller.uniform(0.1, 0.5) / WORK)})
         settings["poller"] = NicSetting("busy_poll", ring_slots=4096)
     return parse_config(raw, source="fidelity_sleepers"), settings
 
 
 @contextlib.contextmanager
 def no_longer_window(saturated: bool) -> Iterator[None]:
-    """The fast engine without the longer windows of long sleeps (or of saturated
-    cores)."""
-    name, value = ("SATURATED", float("inf")) if saturated else ("LONG_WAKES", 0)
-    kept = getattr(fast_wakes, name)
-    setattr(fast_wakes, name, value)
+    """The fast engine without the longer windows of saturated cores (and, unless
+    `saturated`, of long sleeps)."""
+    changed = {"SATURATED": float("inf"), **({} if saturated else {"LONG_WAKES": 0})}
+    kept = {name: getattr(fast_wakes, name) for name in changed}
+    for name, value in changed.items():
+        setattr(fast_wakes, name, value)
     try:
         yield
     finally:
-        setattr(fast_wakes, name, kept)
+        for name, value in kept.items():
+            setattr(fast_wakes, name, value)
 
 
 def errors(cases: int, seed: int, saturated: bool = False, poller: bool = False
            ) -> dict[str, Any]:
     """Interrupt errors (fast with longer windows, fast without) against the DES."""
     rng = np.random.default_rng(seed)
+    pollers = np.random.default_rng([seed, 1]) if poller else None
     longer, closed = [], []
     started = time.perf_counter()
     for _ in range(cases):
-        config, settings = random_core(rng, saturated, poller)
+        config, settings = random_core(rng, saturated, pollers)
         des = simulate(config, settings, engine="des")
         fast = simulate(config, settings, engine="fast")
         with no_longer_window(saturated):

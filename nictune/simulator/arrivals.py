@@ -69,7 +69,7 @@ def arrival_times(t: Transmission, nic: Nic, seed: int, k: int, count: int | Non
     `onoff_bursts` packets, evenly spaced at the peak rate λ·(on+off)/on capped at the
     link's packet rate, a burst every per_burst / λ s (the mean rate is λ).
     """
-    out = np.empty(t.packets if count is None else min(count, t.packets))
+    out = np.empty(t.packets if count is None else max(0, min(count, t.packets)))
     ArrivalStream(t, nic, seed, k).fill(out, 0)
     return out
 
@@ -90,7 +90,8 @@ class ArrivalStream:
         self._marks: dict[int, tuple[dict[str, Any], float]] = {}
 
     def fill(self, out: np.ndarray, i: int) -> None:
-        """Arrivals i, i + 1, ... into `out` (float64)."""
+        """Arrivals i, i + 1, ... into `out` (a contiguous float64 array; as many as it
+        holds, also past the transmission's last packet)."""
         t, n = self.t, out.size
         if t.arrival == "cbr":
             np.divide(np.arange(i, i + n, dtype=np.float64), t.rate, out=out)
@@ -102,6 +103,7 @@ class ArrivalStream:
             out += j % per_burst / peak
         elif n:
             self._seek(i)
+            self._at = -1  # (until the draw is done: one cut short seeks again)
             self._rng.standard_exponential(out=out)  # (exponential(1/λ): the same numbers)
             out *= 1.0 / t.rate
             out[0] += self._sum  # (the sum goes on in the same order)
@@ -114,12 +116,14 @@ class ArrivalStream:
         self._marks[self._at] = (self._rng.bit_generator.state, self._sum)
 
     def _seek(self, i: int) -> None:
-        """The generator and sum at i gaps: where they are, marked, or drawn on to it from
-        the last mark before it (or the start)."""
+        """The generator and sum at i gaps: where they are, or drawn on to it from where
+        they are or the last mark before it (or the start), whichever is nearer."""
         if i == self._at:
             return
         at = max((m for m in self._marks if m <= i), default=0)
-        self._rng.bit_generator.state, self._sum = self._marks.get(at, (self._first, 0.0))
-        self._at = at
+        if not at <= self._at < i:
+            self._at = -1  # (until both are set)
+            self._rng.bit_generator.state, self._sum = self._marks.get(at, (self._first, 0.0))
+            self._at = at
         while self._at < i:  # (in pieces of at most SEEK_PIECE gaps)
             self.fill(np.empty(min(i - self._at, SEEK_PIECE)), self._at)

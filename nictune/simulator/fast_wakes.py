@@ -8,8 +8,9 @@ transmissions: every one shortened by one factor, its start too, as the DES's wi
 so the phases of the core keep their order. The window holds about WINDOW_PACKETS of each
 of the host's transmissions or, where that holds fewer than WAKE_UPS of a member's ticks,
 LONGER of the members' longest sleeps (never more than the DES's window, CORE_PACKETS
-packets or LONG_WAKES wake-ups in all); a saturated core's (its rings fill for longer than
-the host's window) is the DES's, up to CORE_PACKETS packets and MAX_WAKES wake-ups.
+packets or LONG_WAKES wake-ups in all); a saturated core's (work SATURATED of its time or
+more: its rings fill for longer than the host's window lasts) is the DES's instead, up to
+CORE_PACKETS packets and MAX_WAKES wake-ups.
 Longer windows' arrivals are drawn on (`ArrivalStream`) when a core first needs them, host
 by host, and kept between calls up to KEPT; a window never depends on what is kept, so a
 host's counts depend on its own transmissions and settings alone.
@@ -19,7 +20,8 @@ while it runs; an arrival that finds the ring full is lost; a drain ends when th
 empty, and the consumer then sleeps to its next tick or watermark by the DES's rules
 (`Core._sleep`). Only the wake-ups (interrupts, empty wake-ups, and with them the CPU
 time) come from here; drops, throughput and latency stay the closed form's. A window too
-short for a consumer's ticks (and shorter than the DES's) or watermarks, or too thin to
+short for a consumer's ticks (WAKE_UPS, LONG_TICKS in a longer window; unless as long as
+the DES's) or watermarks, or too thin to
 scale, or holding more than MAX_WAKES ticks and watermarks, a core past MAX_EVENTS, or a
 core with an active_wait or busy_poll consumer keeps the closed form.
 
@@ -64,7 +66,8 @@ LONG_WAKES = 5_000  # ... where it then holds at most this many wake-ups in all
 BATCHES = 16  # a shortened window holds this many watermarks of each watermark consumer
 MAX_WAKES = 50_000  # a core's window holds at most this many ticks and watermarks ...
 MAX_EVENTS = 400_000  # a core's followed events at most (beyond: the closed form stays)
-SATURATED = 0.95  # a core with this share of its time's work or more is saturated
+SATURATED = 0.95  # a core with this share of its time's work or more is saturated (its
+# longer window is the DES's, not LONGER's: past MAX_WAKES it keeps the host's window)
 KEPT = 32_000_000  # arrivals of longer windows kept between calls (8 bytes each)
 LOOK_AHEAD = 64  # steps a drain looks ahead per event (a long one advances in as many events)
 LOTS = 16  # lots of cores per thread (they take uneven time: small lots even it out)
@@ -118,7 +121,7 @@ class Windows:
         for h in range(len(groups)):
             self._resize(h, self.first)
         for stream in self.streams:
-            stream.mark()  # (a host's longer windows given back, its streams go back here)
+            stream.mark()  # (a longer window given back draws on from here again)
         self.done: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
     def missing(self, h: int, need: np.ndarray) -> int:

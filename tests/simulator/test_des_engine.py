@@ -592,6 +592,9 @@ def test_arrival_processes():
     assert (len(o) / (o[-1] - o[0])) == pytest.approx(1e5, rel=0.01)
     capped = arrival_times(replace(t, arrival="onoff", onoff_on=1e-6, onoff_off=1e-3), nic, 0, 0)
     assert np.diff(capped[:2])[0] == pytest.approx(8 * 1020 / 10e9)
+    late = replace(t, arrival="poisson", start=0.25)  # (the draw every engine has used)
+    np.testing.assert_array_equal(arrival_times(late, nic, 3, 7), 0.25 + np.cumsum(
+        np.random.default_rng([3, 7]).exponential(1e-5, 100_000)))
 
 
 @pytest.mark.parametrize("arrival", ["cbr", "poisson", "onoff"])

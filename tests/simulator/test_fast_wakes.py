@@ -271,21 +271,28 @@ def test_a_longer_window_cut_at_core_packets_is_followed_over_fewer_ticks(
 
 def test_a_longer_window_draws_the_arrivals_on_as_the_des_draws_them() -> None:
     """The arrivals of a longer window are drawn when a core first needs them, begin with
-    those the host's window had, and are the DES's (its start scaled with the window)."""
+    those the host's window had, and are the DES's (its start scaled with the window) —
+    also drawn again after the window was given back."""
     config = two_passive(500_000, 300_000, "poisson", start=0.5)
     wl = Workload.build(config, config.transmissions)
     windows = wl.windows
     shorter = windows.buffers[0][windows.offset[1]:][:windows.drawn[1]].copy()
     assert windows.drawn.tolist() == [20_000, 20_000]
-    long = NicSetting("passive_wait", poll_interval=10e-3, ring_slots=4096)
-    joint(wl, batch_of(config, [{"t0": long, "t1": long}]))
+    long = {t: NicSetting("passive_wait", poll_interval=10e-3, ring_slots=4096)
+            for t in ("t0", "t1")}
+    joint(wl, batch_of(config, [long]))
     assert (windows.drawn > 100_000).all()
-    drawn = windows.buffers[0][windows.offset[1]:][:windows.drawn[1]]
+    drawn = windows.buffers[0][windows.offset[1]:][:windows.drawn[1]].copy()
     np.testing.assert_array_equal(drawn[:shorter.size], shorter)
     t = config.transmissions[1]
     f = 0.3  # (a window of any fraction f starts at f · start)
-    des = arrival_times(replace(t, start=t.start * f), config.nic_of(t), 0, 1, 1000)
-    np.testing.assert_array_equal(drawn[:1000] + t.start * f, des)
+    des = arrival_times(replace(t, start=t.start * f), config.nic_of(t), 0, 1, drawn.size)
+    np.testing.assert_array_equal(drawn + t.start * f, des)
+    windows._resize(0, windows.first)  # (given back, as `trim` does, then drawn again)
+    windows.done.clear()
+    joint(wl, batch_of(config, [long]))
+    again = windows.buffers[0][windows.offset[1]:][:windows.drawn[1]]
+    np.testing.assert_array_equal(again, drawn)
 
 
 def hosts_of_two(hosts: str) -> Config:
