@@ -893,14 +893,13 @@ def _metrics(config: Config, t: Transmission, c: Consumer, start_up: tuple[float
     last = float(c.finish[ok].max()) if delivered else c.AL[-1]
     scale = t.packets / c.n
     span = c.AL[-1] - c.AL[0]
-    full = full_span(t, config.nic_of(t), span, c.n)
+    full = full_span(t, nic, span, c.n)
     kept = c.n - stranded  # (the stranded packets are the window's last arrivals)
     if c.n < t.packets and stranded and kept >= 2:
         # the arrivals up to the last one not stranded, as many in the whole transmission
         # as stranded in the window, and the tail after it: an onoff window's extra packet,
         # stranded after a whole pause, had taken that pause off the duration (2.6 %)
         end = c.AL[kept - 1]
-        nic = config.nic_of(t)
         duration_s = (full_span(t, nic, end - c.AL[0], kept, t.packets - stranded)
                       + max(last - end, 0.0))
     else:

@@ -125,16 +125,15 @@ class Windows:
         self.done: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
     def missing(self, h: int, need: np.ndarray) -> int:
-        """Arrivals host h lacks for `need` (capped at `most`) packets of its columns."""
+        """Arrivals host h lacks for `need` packets of its columns."""
         cols = self.groups[h]
-        return int(np.clip(np.minimum(need[cols], self.most[cols]) - self.drawn[cols], 0,
-                           None).sum())
+        return int(np.clip(self._capped(h, need) - self.drawn[cols], 0, None).sum())
 
     def draw(self, h: int, need: np.ndarray) -> None:
         """Host h's arrivals drawn for at least `need` (capped at `most`) packets of each
         of its columns (twice as many as before at least: few draws as windows grow)."""
         cols = self.groups[h]
-        need = np.minimum(need[cols], self.most[cols])
+        need = self._capped(h, need)
         if (need > self.first[cols]).any():  # (a longer window: used last)
             self._used.pop(h, None)
             self._used[h] = None
@@ -144,6 +143,11 @@ class Windows:
             counts[cols] = np.where(grow, np.minimum(
                 self.most[cols], np.maximum(need, 2 * self.drawn[cols])), self.drawn[cols])
             self._resize(h, counts)
+
+    def _capped(self, h: int, need: np.ndarray) -> np.ndarray:
+        """`need` of host h's columns, at most `most` each."""
+        cols = self.groups[h]
+        return np.minimum(need[cols], self.most[cols])
 
     def trim(self, keep: set[int]) -> None:
         """Hosts' longer windows given back, least recently used first, while more than
@@ -268,12 +272,31 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
                       w, wl.ti, ring, passive, period, wm, tau, MAX_EVENTS, wakes, empty)
 
     # the cores are independent (each writes its own cells) and uneven: handed out to the
-    # CPUs in small lots (of one host each: its arrivals) as they free up — first those of
-    # the hosts whose arrivals are kept, then of the others in rounds of as many hosts as
-    # KEPT holds, drawn before and given back after (the memory stays bounded)
+    # CPUs in small lots as they free up, in `_rounds` that bound the arrivals drawn
     threads = min(_cpus(), gp.size)
     size = max(1, gp.size // (LOTS * threads))
-    on_host = np.array(hosts)
+    with ThreadPoolExecutor(threads) as pool:
+        for drawn, lots in _rounds(windows, np.array(hosts), need, size):
+            for h in sorted(drawn):
+                windows.draw(h, need)
+            list(pool.map(follow, lots))
+            if drawn:
+                windows.trim(drawn)
+    for (p0, m0), p, m in again:
+        wakes[p, m], empty[p, m] = wakes[p0, m0], empty[p0, m0]
+    if len(windows.done) > CACHED:
+        windows.done.clear()
+    for key, p, m in zip(keys, rows, members, strict=True):
+        windows.done[key] = wakes[p, m], empty[p, m]
+    return wakes, empty
+
+
+def _rounds(windows: Windows, on_host: np.ndarray, need: np.ndarray, size: int
+            ) -> list[tuple[set[int], list[tuple[int, np.ndarray]]]]:
+    """The groups (on host `on_host[g]`) in lots of `size` of one host each, in rounds:
+    first those of the hosts whose arrivals for `need` are kept (marked as used), then
+    the others in rounds of as many hosts as KEPT holds — each round's hosts (its set) to
+    be drawn before it and given back after, so the memory stays bounded."""
     rounds: list[tuple[set[int], list[tuple[int, np.ndarray]]]] = [(set(), [])]
     held = 0
     for h in np.unique(on_host).tolist():
@@ -290,20 +313,7 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
         rounds[-1][0].add(h)
         rounds[-1][1].extend(lots)
         held += more
-    with ThreadPoolExecutor(threads) as pool:
-        for drawn, lots in rounds:
-            for h in sorted(drawn):
-                windows.draw(h, need)
-            list(pool.map(follow, lots))
-            if drawn:
-                windows.trim(drawn)
-    for (p0, m0), p, m in again:
-        wakes[p, m], empty[p, m] = wakes[p0, m0], empty[p0, m0]
-    if len(windows.done) > CACHED:
-        windows.done.clear()
-    for key, p, m in zip(keys, rows, members, strict=True):
-        windows.done[key] = wakes[p, m], empty[p, m]
-    return wakes, empty
+    return rounds
 
 
 def _sized(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray,
