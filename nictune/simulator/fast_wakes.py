@@ -1,7 +1,7 @@
-"""Shared cores whose consumers all sleep (passive_wait, watermark), followed wake-up by
-wake-up together (compiled): the joint state of their drains decides which ticks a drain
-outlasts, which no average of the neighbours' load captures (docs/engines.md, "Shared
-hosts").
+"""Shared cores of sleepers (passive_wait, watermark; busy-pollers beside them too),
+followed wake-up by wake-up together (compiled): the joint state of their drains decides
+which ticks a drain outlasts, which no average of the neighbours' load captures
+(docs/engines.md, "Shared hosts").
 
 The arrivals are the DES's (`arrival_times`, the same seed) over a window of each core's
 transmissions: every one shortened by one factor, its start too, as the DES's window does,
@@ -18,12 +18,20 @@ Between events the core serves the draining consumers in turn, packet by packet,
 fluid (each at one packet per Σ w); a wake-up's interrupt (Ti, FIFO) stops packet work
 while it runs; an arrival that finds the ring full is lost; a drain ends when the ring is
 empty, and the consumer then sleeps to its next tick or watermark by the DES's rules
-(`Core._sleep`). Only the wake-ups (interrupts, empty wake-ups, and with them the CPU
-time) come from here; drops, throughput and latency stay the closed form's. A window too
-short for a consumer's ticks (WAKE_UPS, LONG_TICKS in a longer window; unless as long as
-the DES's) or watermarks, or too thin to
-scale, or holding more than MAX_WAKES ticks and watermarks, a core past MAX_EVENTS, or a
-core with an active_wait or busy_poll consumer keeps the closed form.
+(`Core._sleep`). A busy-poller takes its turns as the drains do from the packet it
+notices (half a poll check after it comes), without an interrupt; while its turn comes
+more often than its packets and no interrupt runs, it is a fluid taking its rate's share
+of the core (the others drain at (1 − ρ)/Σ w), with no events of its own; else (an
+interrupt runs, the drains leave it too few turns, or its arrivals are onoff) its packets
+queue and drain as the others' do — alone on the core, served as they come
+(`_polled`). Only the sleepers' wake-ups (interrupts, empty wake-ups, and with them the
+CPU time) come from here; drops, throughput and latency stay the closed form's, and all
+of a busy-poller's. A window too short for a consumer's ticks (WAKE_UPS, LONG_TICKS in a
+longer window; unless as long as the DES's) or watermarks, or too thin to scale, or
+holding more than MAX_WAKES ticks, watermarks and onoff pollers' packets, a core past
+MAX_EVENTS, or a core with fewer than two sleepers (one beside busy-pollers: the closed
+form's wait for a poller's one request is nearer the DES at ticks of a few µs) or with an
+active_wait consumer keeps the closed form.
 
 Cost: a drain that no arrival can overflow before its queue is served jumps there at once
 (the arrivals counted by a galloping search; else it takes those arrivals one at a time,
@@ -44,7 +52,7 @@ import numpy as np
 
 from nictune.model import Config, Transmission
 from nictune.simulator.arrivals import ArrivalStream, onoff_bursts
-from nictune.simulator.batch import PASSIVE, WATERMARK, SettingBatch
+from nictune.simulator.batch import BUSY, PASSIVE, WATERMARK, SettingBatch
 from nictune.simulator.compiled import compiled
 from nictune.simulator.des import GROWN_PACKETS as DES_GROWN
 from nictune.simulator.des import MAX_WINDOWS as DES_MAX_WINDOWS
@@ -72,7 +80,7 @@ KEPT = 32_000_000  # arrivals of longer windows kept between calls (8 bytes each
 LOOK_AHEAD = 64  # steps a drain looks ahead per event (a long one advances in as many events)
 LOTS = 16  # lots of cores per thread (they take uneven time: small lots even it out)
 CACHED = 100_000  # cores whose results are kept (a search meets the same ones again)
-_SLEEP, _WAKING, _DRAIN, _DONE = 0, 1, 2, 3  # a consumer's state
+_SLEEP, _WAKING, _DRAIN, _DONE, _FLOW = 0, 1, 2, 3, 4  # a consumer's state
 _IRQ_END, _IRQ_START, _WAKE, _DRAINED, _STEP = 0, 1, 2, 3, 4  # what happens next
 _INF = math.inf
 
@@ -191,12 +199,13 @@ class Windows:
 
 def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
-    """Wake-ups and empty wake-ups (P, T) of every consumer on a shared core whose
-    consumers are two or more and all batched (`w`: their work per packet); NaN elsewhere
-    (and where the core's window is too short or too busy, or its events pass
-    MAX_EVENTS)."""
+    """Wake-ups and empty wake-ups (P, T) of every sleeper on a shared core of two
+    sleepers or more (passive_wait, watermark) and any busy-pollers (`w`: their work per
+    packet); NaN elsewhere (busy-pollers too, and where the core's window is too short or
+    too busy, or its events pass MAX_EVENTS)."""
     windows, core, ring = wl.windows, b.irq_core, b.ring_slots.astype(np.float64)
-    passive = b.mode == PASSIVE
+    passive, poll = b.mode == PASSIVE, b.mode == BUSY
+    flow = np.where(windows.onoff, 0.0, windows.rate)  # (a poller's packets as a fluid)
     batched = passive | (b.mode == WATERMARK)
     period = np.where(passive, b.poll_interval, 1.0)
     wm = np.where(batched & ~passive, np.maximum(b.watermark, 1.0), 1.0)
@@ -215,13 +224,16 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
     for h, cols in enumerate(wl.groups):
         on, bat = core[:, cols], batched[:, cols]
         same = on[:, :, None] == on[:, None, :]
-        mates = same.sum(axis=2)
-        alone_or_mixed = (same & ~bat[:, None, :]).any(axis=2)
-        ok = bat & (mates >= 2) & ~alone_or_mixed
+        pol = poll[:, cols]
+        sleepers = (same & bat[:, None, :]).sum(axis=2)
+        driven = (same & ~(bat | pol)[:, None, :]).any(axis=2)  # (an active_wait mate)
+        ok = bat & (sleepers >= 2) & ~driven
         pas = passive[:, cols]
-        full = _saturated(windows, cols, same, w[:, cols], wl.ti[cols], pas, period[:, cols],
-                          wm[:, cols])
-        args = (windows, cols, same, pas, period[:, cols], wm[:, cols], tau[:, cols], full)
+        load = _loads(windows, cols, w[:, cols], wl.ti[cols], pas, pol, period[:, cols],
+                      wm[:, cols])
+        full = (same * load[:, None, :]).sum(axis=2) >= SATURATED
+        args = (windows, cols, same, pas, pol, period[:, cols], wm[:, cols], tau[:, cols],
+                full)
         # the host's own window, or one made longer: where that keeps the closed form, for
         # the core's longest sleeps, holding at most LONG_WAKES wake-ups in all (more would
         # cost more than they tell); where the core is saturated, as long as the DES's
@@ -236,13 +248,14 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
         ok &= ~spoiled & (busy <= MAX_WAKES)
         count[:, cols] = n
         scale[:, cols] = np.where(pas, windows.time_share(n, cols), n / windows.packets[cols])
-        shift[:, cols] = windows.start[cols] * f
+        # (a busy-poller's packets reach the core when it notices them: half a check on)
+        shift[:, cols] = windows.start[cols] * f + np.where(pol, wl.tc[cols] / 2, 0.0)
         for p, j in zip(*np.nonzero(ok), strict=True):
-            if same[p, j, :j].any():  # (a core once, at its first member)
+            if (same[p, j, :j] & ok[p, :j]).any():  # (a core once, at its first sleeper)
                 continue
             m = cols[np.flatnonzero(same[p, j])]
-            key = m.tobytes() + np.stack([a[p, m] for a in (w, ring, passive, period, wm, tau)]
-                                         ).astype(np.float64).tobytes()
+            key = m.tobytes() + np.stack([a[p, m] for a in (w, ring, passive, poll, period, wm,
+                                                            tau)]).astype(np.float64).tobytes()
             if key in windows.done:
                 wakes[p, m], empty[p, m] = windows.done[key]
                 continue
@@ -269,7 +282,8 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
     def follow(lot: tuple[int, np.ndarray]) -> None:
         h, g = lot
         _follow_cores(windows.buffers[h], windows.offset, count, shift, scale, gp[g], gm[g],
-                      w, wl.ti, ring, passive, period, wm, tau, MAX_EVENTS, wakes, empty)
+                      w, wl.ti, ring, passive, poll, flow, period, wm, tau, MAX_EVENTS,
+                      wakes, empty)
 
     # the cores are independent (each writes its own cells) and uneven: handed out to the
     # CPUs in small lots as they free up, in `_rounds` that bound the arrivals drawn
@@ -317,17 +331,19 @@ def _rounds(windows: Windows, on_host: np.ndarray, need: np.ndarray, size: int
 
 
 def _sized(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray,
-           period: np.ndarray, wm: np.ndarray, tau: np.ndarray, full: np.ndarray,
-           longer: bool) -> tuple[np.ndarray, ...]:
+           pol: np.ndarray, period: np.ndarray, wm: np.ndarray, tau: np.ndarray,
+           full: np.ndarray, longer: bool) -> tuple[np.ndarray, ...]:
     """(P, |cols|) each, of the window of every element's core (`_fraction`): its fraction,
     the element's packets in it, whether the core keeps the closed form for it, and the
-    ticks, watermarks and timeouts the core's window holds in all.
+    ticks, watermarks and timeouts the core's window holds in all — and the packets of
+    its onoff busy-pollers, each of which may be an event (those of the others take none
+    while they are a fluid).
 
     A window too short for a member's ticks (WAKE_UPS; a longer window, which CORE_PACKETS
     may cut, LONG_TICKS — the closed form is further off than counts over that many;
     none if it is as long as the DES's) or watermarks (the DES's window holds BATCHES of
     them at least), or too thin to scale, spoils the whole core."""
-    f, des = _fraction(windows, cols, same, pas, period, wm, tau, full, longer)
+    f, des = _fraction(windows, cols, same, pas, pol, period, wm, tau, full, longer)
     packets = windows.packets[cols]
     n = np.clip(np.ceil(packets * f).astype(np.int64), 1, windows.most[cols])
     span = windows.span(n, cols)
@@ -337,27 +353,27 @@ def _sized(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray
                                                       < ONOFF_CYCLES))
     least = LONG_TICKS if longer else WAKE_UPS
     short = (n < packets) & (thin | np.where(pas, ~des & (ticks < least),
-                                              batches < BATCHES))
-    busy = np.where(pas, ticks, batches + span / np.where(tau > 0, tau, np.inf))
+                                              ~pol & (batches < BATCHES)))
+    busy = np.where(pas, ticks, np.where(pol, np.where(windows.onoff[cols], n, 0),
+                                         batches + span / np.where(tau > 0, tau, np.inf)))
     return (f, n, (same & short[:, None, :]).any(axis=2),
             (same * busy[:, None, :]).sum(axis=2))
 
 
-def _saturated(windows: Windows, cols: np.ndarray, same: np.ndarray, w: np.ndarray,
-               ti: np.ndarray, pas: np.ndarray, period: np.ndarray, wm: np.ndarray
-               ) -> np.ndarray:
-    """(P, |cols|): whether each element's core has SATURATED or more of its time's work:
-    its members' packets (w each) and their wake-ups' interrupts (ti each: a tick per
-    period, a wake-up per watermark's worth of packets — timeouts may add more)."""
+def _loads(windows: Windows, cols: np.ndarray, w: np.ndarray, ti: np.ndarray,
+           pas: np.ndarray, pol: np.ndarray, period: np.ndarray, wm: np.ndarray
+           ) -> np.ndarray:
+    """(P, |cols|): the share of its core's time each element's work takes: its packets
+    (w each) and its wake-ups' interrupts (ti each: a tick per period, a wake-up per
+    watermark's worth of packets — timeouts may add more; none for a busy-poller)."""
     rate = windows.rate[cols]
-    wakes = np.where(pas, 1.0 / period, rate / wm)
-    load = rate * w + wakes * ti
-    return (same * load[:, None, :]).sum(axis=2) >= SATURATED
+    wakes = np.where(pas, 1.0 / period, np.where(pol, 0.0, rate / wm))
+    return rate * w + wakes * ti
 
 
 def _fraction(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray,
-              period: np.ndarray, wm: np.ndarray, tau: np.ndarray, full: np.ndarray,
-              longer: bool) -> tuple[np.ndarray, np.ndarray]:
+              pol: np.ndarray, period: np.ndarray, wm: np.ndarray, tau: np.ndarray,
+              full: np.ndarray, longer: bool) -> tuple[np.ndarray, np.ndarray]:
     """(P, |cols|): the fraction of each core's transmissions its window holds, and whether
     that window is as long as the DES's (`des.window_fraction` for the DES's default window;
     then it holds the ticks the reference holds, however few — though not the longer
@@ -370,7 +386,8 @@ def _fraction(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndar
     packets = windows.packets[cols].astype(np.float64)
     rate = windows.rate[cols]
     fill = wm / rate
-    interval = np.where(pas, period, np.where(tau > 0, np.minimum(fill, tau), fill))
+    interval = np.where(pas, period, np.where(pol, 0.0, np.where(tau > 0,
+                                                                 np.minimum(fill, tau), fill)))
     share = interval * rate / packets
     cycle_share = windows.cycle[cols] * rate / packets * DES_ONOFF_CYCLES / DES_WAKE_UPS
     share = np.where(windows.onoff[cols], np.maximum(share, cycle_share), share)
@@ -525,16 +542,60 @@ def _drain(a: np.ndarray, o: int, n: int, s: float, nx: int, q: float, t: float,
 
 
 @compiled
+def _keeps_up(flow: float, wp: float, sw: float, rho: float, cur: int) -> bool:
+    """Whether a busy-poller of `flow` packets/s keeps up with its packets as they come
+    while others drain (Σ w = `sw`), other pollers keep up taking `rho` of the core, and
+    no interrupt runs (`cur` < 0): its turn, one packet in every round of the drains,
+    comes more often than its packets, and the core has room for them (`flow` 0: never
+    taken so, e.g. onoff arrivals)."""
+    return cur < 0 and flow > 0.0 and flow * (sw + wp) < 1.0 and rho + flow * wp < 1.0
+
+
+@compiled
+def _quiet(st: np.ndarray, wake_at: np.ndarray, who: int, t: float) -> float:
+    """Until when nothing but consumer `who` needs the core (from `t`, which it needs
+    now): the others' next wake-up, or `t` if one of them drains or waits for its
+    interrupt (inf: they are all done)."""
+    until = _INF
+    for j in range(st.size):
+        if j != who and st[j] == _SLEEP:
+            until = min(until, wake_at[j])
+        elif j != who and st[j] != _DONE:
+            return t
+    return until
+
+
+@compiled
+def _polled(a: np.ndarray, o: int, n: int, s: float, k: int, q: float, t: float,
+            until: float, wp: float, ring: float) -> tuple[int, float]:
+    """A busy-poller holding q packets at `t`, alone on the core until `until`: its
+    arrivals from index k on served as they come, wp each (one finding the ring full
+    lost): the arrivals come by `until`, and what it still holds then (a fluid, as
+    `_drain`'s). A few operations a packet, not two events."""
+    free = t + q * wp  # (when what it holds is done)
+    while k < n:
+        x = a[o + k] + s
+        if x >= until:
+            break
+        if max(free - x, 0.0) / wp <= ring - 0.5:
+            free = max(free, x) + wp
+        k += 1
+    return k, max(free - until, 0.0) / wp
+
+
+@compiled
 def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarray,
                   scale: np.ndarray, gp: np.ndarray, gm: np.ndarray, w: np.ndarray,
-                  ti: np.ndarray, ring: np.ndarray, passive: np.ndarray, period: np.ndarray,
-                  wm: np.ndarray, tau: np.ndarray, max_events: int, wakes: np.ndarray,
-                  empty: np.ndarray) -> None:
+                  ti: np.ndarray, ring: np.ndarray, passive: np.ndarray, poll: np.ndarray,
+                  flow: np.ndarray, period: np.ndarray, wm: np.ndarray, tau: np.ndarray,
+                  max_events: int, wakes: np.ndarray, empty: np.ndarray) -> None:
     """Each group g (row gp[g], columns gm[g] up to -1) followed event by event: a
     sleeper's wake-up, the start or end of an interrupt, a drain's end (before a wake-up
     at the same instant, as in the DES). Column c's arrivals are a[off[c]:][:cnt[p, c]]
     + sh[p, c]. Its counts over the window, past the first wake-up, are scaled to the whole
-    transmission (`scale`: the window's share of it)."""
+    transmission (`scale`: the window's share of it). A busy-poller (`poll`; a watermark
+    of one for `_sleep`) takes its turns as a drain from the packet it notices, without an
+    interrupt; its own counts are not written."""
     for g in range(gp.size):
         p = gp[g]
         k = 0
@@ -562,7 +623,20 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
             for j in range(k):
                 if st[j] == _DRAIN:
                     sw += w[p, cs[j]]
-            r = 1.0 / sw if cur < 0 and sw > 0.0 else 0.0
+            rho = 0.0
+            for j in range(k):
+                if st[j] != _FLOW:
+                    continue
+                c = cs[j]
+                nx[j] = _arrived(a, o[j], n[j], s[j], nx[j], t)  # (served as they came)
+                if nx[j] >= n[j]:
+                    st[j] = _DONE
+                elif _keeps_up(flow[c], w[p, c], sw, rho, cur):
+                    rho += flow[c] * w[p, c]
+                else:  # (no longer: from here its packets queue)
+                    st[j] = _DRAIN
+                    sw += w[p, c]
+            r = max(1.0 - rho, 0.0) / sw if cur < 0 and sw > 0.0 else 0.0
             te, what, who = _INF, -1, -1
             if cur >= 0:
                 te, what, who = irq_end, _IRQ_END, cur
@@ -602,6 +676,27 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                     ne[j] += 1.0
                     _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, t, ring[p, c],
                            passive[p, c], period[p, c], wm[p, c], tau[p, c])
+            elif what == _WAKE and poll[p, cs[who]]:  # (it polls: no interrupt)
+                j, c = who, cs[who]
+                until = _quiet(st, wake_at, j, t) if cur < 0 and length == 0 else t
+                if until == _INF:
+                    break  # (the sleepers are done: what is left changes no count)
+                if _keeps_up(flow[c], w[p, c], sw, rho, cur):  # (its packets as a fluid)
+                    st[j], q[j] = _FLOW, 0.0
+                    nx[j] = _arrived(a, o[j], n[j], s[j], nx[j], t)
+                elif until > t:  # alone on the core until then: its packets served as they come
+                    nx[j], q[j] = _polled(a, o[j], n[j], s[j], nx[j], q[j], t, until, w[p, c],
+                                          ring[p, c])
+                    t = until
+                    if q[j] > 1e-9:
+                        st[j] = _DRAIN
+                    else:
+                        q[j] = 0.0
+                        _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, t,
+                               ring[p, c], False, 1.0, 1.0, 0.0)
+                else:
+                    st[j] = _DRAIN
+                    _admit(a, o[j], n[j], s[j], nx, q, j, ring[p, c], t)
             elif what == _WAKE:
                 j, c = who, cs[who]
                 m, last = 0, t
@@ -621,12 +716,17 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
             elif what == _DRAINED:
                 j, c = who, cs[who]
                 nx[j], q[j] = _arrived(a, o[j], n[j], s[j], nx[j], t), 0.0  # all taken
-                _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, t, ring[p, c],
-                       passive[p, c], period[p, c], wm[p, c], tau[p, c])
+                if poll[p, c] and _keeps_up(flow[c], w[p, c], sw - w[p, c], rho, cur):
+                    st[j] = _FLOW
+                else:
+                    _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, t, ring[p, c],
+                           passive[p, c], period[p, c], wm[p, c], tau[p, c])
         if events > max_events:
             continue
         for j in range(k):
             c = cs[j]
+            if poll[p, c]:
+                continue
             f = scale[p, c]
             wakes[p, c] = 1.0 + (nw[j] - 1.0) / f if nw[j] >= 1.0 else 0.0
             empty[p, c] = ne[j] / f
