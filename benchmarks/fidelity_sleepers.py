@@ -17,8 +17,9 @@ comparison is with the host's window instead (`fast_wakes.SATURATED` off).
 
 `--poller`: a busy-poller beside each core's sleepers, its packets 0.1–0.5 of the core's
 time (the sleepers drawn as without it; its own interrupts, none, are not compared). The
-fast engine does not follow such a core: both rows are the closed form's — the size of
-that gap (benchmarks/RESULTS.md).
+fast engine follows such a core with its poller (since the thirty-sixth session; before,
+both rows were the closed form's, p95 27 %); the second row keeps the host's window, so
+mostly the closed form (benchmarks/RESULTS.md).
 
 Run: `python benchmarks/fidelity_sleepers.py [--cases 150] [--seed 1] [--saturated]
 [--poller]` (about a minute; two with `--saturated`).
