@@ -303,7 +303,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     res["interrupts"] = np.where(pas, np.minimum(res["interrupts"], ticks), res["interrupts"])
     res["empty"] = np.minimum(res["empty"], res["interrupts"])
     _first_wake(wl, b, w, pas, wat & (wl.n[None, :] < wm), period, tau, res)
-    if wl.groups:  # a core of sleepers only: their wake-ups followed together
+    if wl.groups:  # a core of sleepers (and busy-pollers): their wake-ups followed together
         wakes, empty = joint_wakes(wl, b, w)
         known = np.isfinite(wakes)
         res["interrupts"] = np.where(known, wakes, res["interrupts"])
@@ -992,7 +992,7 @@ def simulate(config: Config, settings: Mapping[str, NicSetting], *, seed: int = 
              exact: bool = False, window: int = 200_000) -> list[Metrics]:
     """One `Metrics` per transmission in `settings` (simulated together); seed, exact and
     window are accepted for interface parity and ignored, but for the seed of the arrivals
-    that cores of sleepers only follow (`fast_wakes`)."""
+    that shared cores of sleepers follow (`fast_wakes`)."""
     del exact, window
     transmissions = config.select(list(settings))
     row = [settings[t.id] for t in transmissions]

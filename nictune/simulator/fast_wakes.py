@@ -72,8 +72,11 @@ LONGER = 200  # a core's window too short for them is made longer for this many 
 CORE_PACKETS = 2_000_000  # ... up to this many packets in all ...
 LONG_WAKES = 5_000  # ... where it then holds at most this many wake-ups in all
 BATCHES = 16  # a shortened window holds this many watermarks of each watermark consumer
-MAX_WAKES = 50_000  # a core's window holds at most this many ticks and watermarks ...
+MAX_WAKES = 50_000  # a core's window holds at most this many ticks, watermarks (and onoff
+# busy-pollers' packets) ...
 MAX_EVENTS = 400_000  # a core's followed events at most (beyond: the closed form stays)
+FLUID_PACKETS = 4.0  # a busy-poller is a fluid only beside drains holding this many of
+# its packets' time (or none)
 SATURATED = 0.95  # a core with this share of its time's work or more is saturated (its
 # longer window is the DES's, not LONGER's: past MAX_WAKES it keeps the host's window)
 KEPT = 32_000_000  # arrivals of longer windows kept between calls (8 bytes each)
@@ -200,8 +203,8 @@ class Windows:
 def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Wake-ups and empty wake-ups (P, T) of every sleeper on a shared core of two
-    sleepers or more (passive_wait, watermark) and any busy-pollers (`w`: their work per
-    packet); NaN elsewhere (busy-pollers too, and where the core's window is too short or
+    sleepers or more (passive_wait, watermark) and any busy-pollers (`w`: every element's
+    work per packet); NaN elsewhere (busy-pollers too, and where the core's window is too short or
     too busy, or its events pass MAX_EVENTS)."""
     windows, core, ring = wl.windows, b.irq_core, b.ring_slots.astype(np.float64)
     passive, poll = b.mode == PASSIVE, b.mode == BUSY
@@ -226,8 +229,8 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
         same = on[:, :, None] == on[:, None, :]
         pol = poll[:, cols]
         sleepers = (same & bat[:, None, :]).sum(axis=2)
-        driven = (same & ~(bat | pol)[:, None, :]).any(axis=2)  # (an active_wait mate)
-        ok = bat & (sleepers >= 2) & ~driven
+        active_mate = (same & ~(bat | pol)[:, None, :]).any(axis=2)
+        ok = bat & (sleepers >= 2) & ~active_mate
         pas = passive[:, cols]
         load = _loads(windows, cols, w[:, cols], wl.ti[cols], pas, pol, period[:, cols],
                       wm[:, cols])
@@ -254,6 +257,7 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
             if (same[p, j, :j] & ok[p, :j]).any():  # (a core once, at its first sleeper)
                 continue
             m = cols[np.flatnonzero(same[p, j])]
+            # (a poller's flow and notice belong to its column, as the arrivals do)
             key = m.tobytes() + np.stack([a[p, m] for a in (w, ring, passive, poll, period, wm,
                                                             tau)]).astype(np.float64).tobytes()
             if key in windows.done:
@@ -336,8 +340,9 @@ def _sized(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray
     """(P, |cols|) each, of the window of every element's core (`_fraction`): its fraction,
     the element's packets in it, whether the core keeps the closed form for it, and the
     ticks, watermarks and timeouts the core's window holds in all — and the packets of
-    its onoff busy-pollers, each of which may be an event (those of the others take none
-    while they are a fluid).
+    its onoff busy-pollers, each of which may be an event (the others' packets take none
+    while they are a fluid, and the events they take otherwise are not counted here:
+    MAX_EVENTS bounds them).
 
     A window too short for a member's ticks (WAKE_UPS; a longer window, which CORE_PACKETS
     may cut, LONG_TICKS — the closed form is further off than counts over that many;
@@ -542,20 +547,34 @@ def _drain(a: np.ndarray, o: int, n: int, s: float, nx: int, q: float, t: float,
 
 
 @compiled
-def _keeps_up(flow: float, wp: float, sw: float, rho: float, cur: int) -> bool:
-    """Whether a busy-poller of `flow` packets/s keeps up with its packets as they come
-    while others drain (Σ w = `sw`), other pollers keep up taking `rho` of the core, and
-    no interrupt runs (`cur` < 0): its turn, one packet in every round of the drains,
-    comes more often than its packets, and the core has room for them (`flow` 0: never
-    taken so, e.g. onoff arrivals)."""
-    return cur < 0 and flow > 0.0 and flow * (sw + wp) < 1.0 and rho + flow * wp < 1.0
+def _keeps_up(flow: float, wp: float, sw: float, work: float, rho: float, cur: int
+              ) -> bool:
+    """Whether a busy-poller of `flow` packets/s is taken as a fluid: it keeps up with
+    its packets as they come while others drain (Σ w = `sw`, `work` s of packets queued),
+    other pollers keep up taking `rho` of the core, and no interrupt runs (`cur` < 0): its
+    turn, one packet in every round of the drains, comes more often than its packets, the
+    core has room for them — and the drains, if any, last for FLUID_PACKETS of its
+    packets or more (a drain that meets one or none is not slowed by its share: the DES
+    delays only the drains a packet of it meets). `flow` 0: never (onoff arrivals)."""
+    return (cur < 0 and flow > 0.0 and flow * (sw + wp) < 1.0 and rho + flow * wp < 1.0
+            and (sw <= 0.0 or flow * work >= FLUID_PACKETS))
+
+
+@compiled
+def _queued(st: np.ndarray, q: np.ndarray, w: np.ndarray, cs: np.ndarray) -> float:
+    """s of packet work the draining consumers hold."""
+    work = 0.0
+    for j in range(st.size):
+        if st[j] == _DRAIN:
+            work += q[j] * w[cs[j]]
+    return work
 
 
 @compiled
 def _quiet(st: np.ndarray, wake_at: np.ndarray, who: int, t: float) -> float:
     """Until when nothing but consumer `who` needs the core (from `t`, which it needs
-    now): the others' next wake-up, or `t` if one of them drains or waits for its
-    interrupt (inf: they are all done)."""
+    now): the others' next wake-up, or `t` if one of them drains, flows (a poller) or
+    waits for its interrupt (inf: they are all done)."""
     until = _INF
     for j in range(st.size):
         if j != who and st[j] == _SLEEP:
@@ -595,7 +614,8 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
     + sh[p, c]. Its counts over the window, past the first wake-up, are scaled to the whole
     transmission (`scale`: the window's share of it). A busy-poller (`poll`; a watermark
     of one for `_sleep`) takes its turns as a drain from the packet it notices, without an
-    interrupt; its own counts are not written."""
+    interrupt, or is a fluid of `flow` packets/s (state _FLOW) while `_keeps_up`; its own
+    counts are not written."""
     for g in range(gp.size):
         p = gp[g]
         k = 0
@@ -623,7 +643,7 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
             for j in range(k):
                 if st[j] == _DRAIN:
                     sw += w[p, cs[j]]
-            rho = 0.0
+            rho, work = 0.0, _queued(st, q, w[p], cs)
             for j in range(k):
                 if st[j] != _FLOW:
                     continue
@@ -631,7 +651,7 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                 nx[j] = _arrived(a, o[j], n[j], s[j], nx[j], t)  # (served as they came)
                 if nx[j] >= n[j]:
                     st[j] = _DONE
-                elif _keeps_up(flow[c], w[p, c], sw, rho, cur):
+                elif _keeps_up(flow[c], w[p, c], sw, work, rho, cur):
                     rho += flow[c] * w[p, c]
                 else:  # (no longer: from here its packets queue)
                     st[j] = _DRAIN
@@ -681,7 +701,7 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                 until = _quiet(st, wake_at, j, t) if cur < 0 and length == 0 else t
                 if until == _INF:
                     break  # (the sleepers are done: what is left changes no count)
-                if _keeps_up(flow[c], w[p, c], sw, rho, cur):  # (its packets as a fluid)
+                if _keeps_up(flow[c], w[p, c], sw, work, rho, cur):  # (as a fluid)
                     st[j], q[j] = _FLOW, 0.0
                     nx[j] = _arrived(a, o[j], n[j], s[j], nx[j], t)
                 elif until > t:  # alone on the core until then: its packets served as they come
@@ -693,7 +713,7 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                     else:
                         q[j] = 0.0
                         _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, t,
-                               ring[p, c], False, 1.0, 1.0, 0.0)
+                               ring[p, c], passive[p, c], period[p, c], wm[p, c], tau[p, c])
                 else:
                     st[j] = _DRAIN
                     _admit(a, o[j], n[j], s[j], nx, q, j, ring[p, c], t)
@@ -716,7 +736,8 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
             elif what == _DRAINED:
                 j, c = who, cs[who]
                 nx[j], q[j] = _arrived(a, o[j], n[j], s[j], nx[j], t), 0.0  # all taken
-                if poll[p, c] and _keeps_up(flow[c], w[p, c], sw - w[p, c], rho, cur):
+                if poll[p, c] and _keeps_up(flow[c], w[p, c], sw - w[p, c],
+                                            _queued(st, q, w[p], cs), rho, cur):
                     st[j] = _FLOW
                 else:
                     _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, t, ring[p, c],
