@@ -204,8 +204,8 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Wake-ups and empty wake-ups (P, T) of every sleeper on a shared core of two
     sleepers or more (passive_wait, watermark) and any busy-pollers (`w`: every element's
-    work per packet); NaN elsewhere (busy-pollers too, and where the core's window is too short or
-    too busy, or its events pass MAX_EVENTS)."""
+    work per packet); NaN elsewhere (busy-pollers too, and where the core's window is too
+    short or too busy, or its events pass MAX_EVENTS)."""
     windows, core, ring = wl.windows, b.irq_core, b.ring_slots.astype(np.float64)
     passive, poll = b.mode == PASSIVE, b.mode == BUSY
     flow = np.where(windows.onoff, 0.0, windows.rate)  # (a poller's packets as a fluid)

@@ -146,18 +146,17 @@ def test_sleepers_beside_a_busy_poller_wake_as_in_the_des(arrival: str,
     monkeypatch.setattr(fast_wakes, "BUSY", -1)  # (no poller: the core not followed)
     closed = [m.interrupts for m in simulate(config, settings, engine="fast")]
     assert fast[:2] == pytest.approx(des[:2], rel=0.02, abs=1)
-    assert fast[2] == des[2] == 0
     assert abs(closed[0] - des[0]) > 0.1 * des[0]
 
 
 def test_a_light_busy_poller_delays_only_the_drains_its_packets_meet(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cbr watermark consumer's drains of 30 packets end just before its next arrival;
-    a poller of 34 000 packets/s meets few of them. Taken as a fluid everywhere it slowed
-    every drain by its share, so every drain caught that arrival: 14.9 % too few
-    wake-ups (a review's case, one-off: FLUID_PACKETS is compiled in). Beside drains
-    shorter than FLUID_PACKETS of its packets it is followed packet by packet. (The closed
-    form, such a core not followed, is as far off.)"""
+    """A cbr watermark consumer's drains of about 4 packets (its 50 µs timeout) end just
+    before its next arrival; a poller of 34 000 packets/s meets few of them. Taken as a
+    fluid everywhere it slowed every drain by its share, so every drain caught that
+    arrival: 14.9 % too few wake-ups (a review's case, one-off: FLUID_PACKETS is compiled
+    in). Beside drains shorter than FLUID_PACKETS of its packets it is followed packet by
+    packet. (The closed form, such a core not followed, is as far off.)"""
     streams = {"s0": (71_081, "cbr"), "s1": (150_000, "poisson"), "p": (34_000, "poisson")}
     config = parse_config({
         "hosts": {"h": {"cores": 1, "costs": {"irq": 3e-6, "per_packet": 0.6e-6,
