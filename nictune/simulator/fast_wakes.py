@@ -84,7 +84,7 @@ LOOK_AHEAD = 64  # steps a drain looks ahead per event (a long one advances in a
 LOTS = 16  # lots of cores per thread (they take uneven time: small lots even it out)
 CACHED = 100_000  # cores whose results are kept (a search meets the same ones again)
 _SLEEP, _WAKING, _DRAIN, _DONE, _FLOW = 0, 1, 2, 3, 4  # a consumer's state
-_IRQ_END, _IRQ_START, _WAKE, _DRAINED, _STEP = 0, 1, 2, 3, 4  # what happens next
+_IRQ_END, _WAKE, _DRAINED, _STEP = 0, 1, 2, 3  # what happens next
 _INF = math.inf
 
 
@@ -609,8 +609,9 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                   flow: np.ndarray, period: np.ndarray, wm: np.ndarray, tau: np.ndarray,
                   max_events: int, wakes: np.ndarray, empty: np.ndarray) -> None:
     """Each group g (row gp[g], columns gm[g] up to -1) followed event by event: a
-    sleeper's wake-up, the start or end of an interrupt, a drain's end (before a wake-up
-    at the same instant, as in the DES). Column c's arrivals are a[off[c]:][:cnt[p, c]]
+    sleeper's wake-up (its interrupt starts then, or queues behind the one running), an
+    interrupt's end (the next queued starts), a drain's end (before a wake-up at the same
+    instant, as in the DES). Column c's arrivals are a[off[c]:][:cnt[p, c]]
     + sh[p, c]. Its counts over the window, past the first wake-up, are scaled to the whole
     transmission (`scale`: the window's share of it). A busy-poller (`poll`; a watermark
     of one for `_sleep`) takes its turns as a drain from the packet it notices, without an
@@ -660,8 +661,6 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
             te, what, who = _INF, -1, -1
             if cur >= 0:
                 te, what, who = irq_end, _IRQ_END, cur
-            elif length > 0:
-                te, what = t, _IRQ_START
             for j in range(k):
                 if st[j] == _SLEEP and wake_at[j] < te:
                     te, what, who = wake_at[j], _WAKE, j
@@ -681,11 +680,7 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                     _, nx[j], q[j], _ = _drain(a, o[j], n[j], s[j], nx[j], q[j], t, r,
                                                ring[p, cs[j]], te, n[j])
             t = te
-            if what == _IRQ_START:
-                cur = queue[head]
-                head, length = (head + 1) % (k + 1), length - 1
-                irq_end = t + ti[cs[cur]]
-            elif what == _IRQ_END:
+            if what == _IRQ_END:
                 j, c = cur, cs[cur]
                 cur, irq_end = -1, _INF
                 nw[j] += 1.0
@@ -696,6 +691,10 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                     ne[j] += 1.0
                     _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, t, ring[p, c],
                            passive[p, c], period[p, c], wm[p, c], tau[p, c])
+                if length > 0:  # (the next one's interrupt starts at once)
+                    cur = queue[head]
+                    head, length = (head + 1) % (k + 1), length - 1
+                    irq_end = t + ti[cs[cur]]
             elif what == _WAKE and poll[p, cs[who]]:  # (it polls: no interrupt)
                 j, c = who, cs[who]
                 until = _quiet(st, wake_at, j, t) if cur < 0 and length == 0 else t
@@ -731,8 +730,11 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                            ring[p, c], True, period[p, c], wm[p, c], tau[p, c])
                 else:
                     st[j], woke[j], wake_at[j] = _WAKING, t, _INF
-                    queue[(head + length) % (k + 1)] = j
-                    length += 1
+                    if cur < 0 and length == 0:  # (the core free: its interrupt at once)
+                        cur, irq_end = j, t + ti[c]
+                    else:
+                        queue[(head + length) % (k + 1)] = j
+                        length += 1
             elif what == _DRAINED:
                 j, c = who, cs[who]
                 nx[j], q[j] = _arrived(a, o[j], n[j], s[j], nx[j], t), 0.0  # all taken
