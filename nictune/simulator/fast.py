@@ -304,10 +304,14 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     res["empty"] = np.minimum(res["empty"], res["interrupts"])
     _first_wake(wl, b, w, pas, wat & (wl.n[None, :] < wm), period, tau, res)
     if wl.groups:  # a core of sleepers (and busy-pollers): their wake-ups followed together
-        wakes, empty = joint_wakes(wl, b, w)
+        wakes, empty, lost = joint_wakes(wl, b, w)
         known = np.isfinite(wakes)
         res["interrupts"] = np.where(known, wakes, res["interrupts"])
         res["empty"] = np.where(known, np.minimum(empty, wakes), res["empty"])
+        # and the packets their rings lost over the window (where the closed form's
+        # saturated-core fluid was off: one NIC's pairs, throughput p95 9.42 → 4.71 %)
+        kept = np.clip(wl.n[None, :] * (1.0 - lost) - res["stranded"], 0.0, None)
+        res["delivered"] = np.where(known, kept, res["delivered"])
     return _outputs(wl, res, w, bus, act, b.irq_core)
 
 

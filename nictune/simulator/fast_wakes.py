@@ -24,9 +24,10 @@ more often than its packets and no interrupt runs, it is a fluid taking its rate
 of the core (the others drain at (1 − ρ)/Σ w), with no events of its own; else (an
 interrupt runs, the drains leave it too few turns, or its arrivals are onoff) its packets
 queue and drain as the others' do — alone on the core, served as they come
-(`_polled`). Only the sleepers' wake-ups (interrupts, empty wake-ups, and with them the
-CPU time) come from here; drops, throughput and latency stay the closed form's, and all
-of a busy-poller's. A window too short for a consumer's ticks (WAKE_UPS, LONG_TICKS in a
+(`_polled`). The sleepers' wake-ups (interrupts, empty wake-ups) and the share of their
+arrivals that found the ring full (drops; with them throughput and CPU time) come from
+here; their latency and duration stay the closed form's, and all of a busy-poller's.
+A window too short for a consumer's ticks (WAKE_UPS, LONG_TICKS in a
 longer window; unless as long as the DES's) or watermarks, or too thin to scale, or
 holding more than MAX_WAKES ticks, watermarks and onoff pollers' packets, a core past
 MAX_EVENTS, or a core with fewer than two sleepers (one beside busy-pollers: the closed
@@ -133,7 +134,7 @@ class Windows:
             self._resize(h, self.first)
         for stream in self.streams:
             stream.mark()  # (a longer window given back draws on from here again)
-        self.done: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self.done: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def missing(self, h: int, need: np.ndarray) -> int:
         """Arrivals host h lacks for `need` packets of its columns."""
@@ -201,11 +202,12 @@ class Windows:
 
 
 def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """Wake-ups and empty wake-ups (P, T) of every sleeper on a shared core of two
-    sleepers or more (passive_wait, watermark) and any busy-pollers (`w`: every element's
-    work per packet); NaN elsewhere (busy-pollers too, and where the core's window is too
-    short or too busy, or its events pass MAX_EVENTS)."""
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Wake-ups, empty wake-ups and the share of its packets lost to a full ring (P, T)
+    of every sleeper on a shared core of two sleepers or more (passive_wait, watermark)
+    and any busy-pollers (`w`: every element's work per packet); NaN elsewhere
+    (busy-pollers too, and where the core's window is too short or too busy, or its
+    events pass MAX_EVENTS)."""
     windows, core, ring = wl.windows, b.irq_core, b.ring_slots.astype(np.float64)
     passive, poll = b.mode == PASSIVE, b.mode == BUSY
     flow = np.where(windows.onoff, 0.0, windows.rate)  # (a poller's packets as a fluid)
@@ -214,7 +216,7 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
     wm = np.where(batched & ~passive, np.maximum(b.watermark, 1.0), 1.0)
     tau = np.where(batched & ~passive, b.watermark_timeout, 0.0)
     shape = core.shape
-    wakes, empty = np.full(shape, np.nan), np.full(shape, np.nan)
+    wakes, empty, lost = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
     count = np.zeros(shape, dtype=np.int64)  # each one's packets in its core's window
     scale = np.ones(shape)  # what the window holds of each one's ticks or packets
     shift = np.zeros(shape)  # its start in the window
@@ -261,7 +263,7 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
             key = m.tobytes() + np.stack([a[p, m] for a in (w, ring, passive, poll, period, wm,
                                                             tau)]).astype(np.float64).tobytes()
             if key in windows.done:
-                wakes[p, m], empty[p, m] = windows.done[key]
+                wakes[p, m], empty[p, m], lost[p, m] = windows.done[key]
                 continue
             if key in seen:  # (the same core again in this batch: followed once)
                 again.append((seen[key], int(p), m))
@@ -272,7 +274,7 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
             hosts.append(h)
             keys.append(key)
     if not members:
-        return wakes, empty
+        return wakes, empty, lost
     width = max(m.size for m in members)
     gm = np.full((len(members), width), -1, dtype=np.int64)
     for g, m in enumerate(members):
@@ -287,7 +289,7 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
         h, g = lot
         _follow_cores(windows.buffers[h], windows.offset, count, shift, scale, gp[g], gm[g],
                       w, wl.ti, ring, passive, poll, flow, period, wm, tau, MAX_EVENTS,
-                      wakes, empty)
+                      wakes, empty, lost)
 
     # the cores are independent (each writes its own cells) and uneven: handed out to the
     # CPUs in small lots as they free up, in `_rounds` that bound the arrivals drawn
@@ -301,12 +303,12 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
             if drawn:
                 windows.trim(drawn)
     for (p0, m0), p, m in again:
-        wakes[p, m], empty[p, m] = wakes[p0, m0], empty[p0, m0]
+        wakes[p, m], empty[p, m], lost[p, m] = wakes[p0, m0], empty[p0, m0], lost[p0, m0]
     if len(windows.done) > CACHED:
         windows.done.clear()
     for key, p, m in zip(keys, rows, members, strict=True):
-        windows.done[key] = wakes[p, m], empty[p, m]
-    return wakes, empty
+        windows.done[key] = wakes[p, m], empty[p, m], lost[p, m]
+    return wakes, empty, lost
 
 
 def _rounds(windows: Windows, on_host: np.ndarray, need: np.ndarray, size: int
@@ -438,21 +440,24 @@ def _arrived(a: np.ndarray, o: int, n: int, s: float, k: int, t: float) -> int:
 
 @compiled
 def _admit(a: np.ndarray, o: int, n: int, s: float, nx: np.ndarray, q: np.ndarray, j: int,
-           ring: float, t: float) -> None:
-    """Arrivals up to `t` enter consumer j's ring (not served) while it has room."""
+           ring: float, t: float, lost: np.ndarray) -> None:
+    """Arrivals up to `t` enter consumer j's ring (not served) while it has room; the
+    others add to its `lost`."""
     k = _arrived(a, o, n, s, nx[j], t)
-    q[j] = min(q[j] + (k - nx[j]), max(ring, q[j]))
-    nx[j] = k
+    kept = min(q[j] + (k - nx[j]), max(ring, q[j]))
+    lost[j] += q[j] + (k - nx[j]) - kept
+    q[j], nx[j] = kept, k
 
 
 @compiled
 def _sleep(a: np.ndarray, o: int, n: int, s: float, nx: np.ndarray, q: np.ndarray,
            st: np.ndarray, wake_at: np.ndarray, woke: np.ndarray, j: int, x: float,
-           ring: float, passive: bool, period: float, wm: float, tau: float) -> None:
+           ring: float, passive: bool, period: float, wm: float, tau: float,
+           lost: np.ndarray) -> None:
     """Consumer j found its ring empty at `x` (or starts): its next wake-up, as the DES's
-    `Core._sleep`."""
+    `Core._sleep` (arrivals since then that found the ring full add to `lost`)."""
     st[j] = _SLEEP
-    _admit(a, o, n, s, nx, q, j, ring, x)
+    _admit(a, o, n, s, nx, q, j, ring, x, lost)
     if q[j] <= 1e-9 and nx[j] >= n:
         st[j] = _DONE  # ticks stop after the last delivery
         return
@@ -504,11 +509,11 @@ def _empty_ticks(a: np.ndarray, o: int, n: int, s: float, nx: int, q: float, t: 
 
 @compiled
 def _drain(a: np.ndarray, o: int, n: int, s: float, nx: int, q: float, t: float, r: float,
-           ring: float, limit: float, most: int) -> tuple[float, int, float, float]:
+           ring: float, limit: float, most: int) -> tuple[float, int, float, float, float]:
     """A ring of q packets from `t`, served at r packets/s (0: not served), arrivals from
     index nx on entering while it has room: (when it runs empty, inf if not by `limit`;
     the arrivals come by then; what it holds then; the time up to which that is known —
-    `limit`, or earlier after `most` steps).
+    `limit`, or earlier after `most` steps; how many of those arrivals were lost).
 
     An arrival finding the ring full (within half a packet: the one in service has left
     it half-way) is lost; the ring is empty once the last packet taken is done before
@@ -516,11 +521,11 @@ def _drain(a: np.ndarray, o: int, n: int, s: float, nx: int, q: float, t: float,
     empty before its q packets are served, so where no arrival until then can find it
     full, one step takes it there (the arrivals counted by a search); else its arrivals
     until then one at a time (a step each)."""
-    at, k = t, nx
+    at, k, lost = t, nx, 0.0
     if r <= 0.0:  # (no service: it fills)
         m = _arrived(a, o, n, s, k, limit) - k
         room = max(math.floor(ring - 0.5 - q) + 1.0, 0.0)
-        return _INF, k + m, q + min(m, room), limit
+        return _INF, k + m, q + min(m, room), limit, m - min(m, room)
     steps = 0
     while steps < most:
         end = at + q / r
@@ -528,9 +533,9 @@ def _drain(a: np.ndarray, o: int, n: int, s: float, nx: int, q: float, t: float,
         m = _arrived(a, o, n, s, k, stop) - k
         if m == 0 or q + m - 1.0 <= ring - 0.5:  # every one of them finds room
             if stop < end:
-                return _INF, k + m, q + m - r * (limit - at), limit
+                return _INF, k + m, q + m - r * (limit - at), limit, lost
             if m == 0:
-                return end, k, 0.0, end
+                return end, k, 0.0, end, lost
             q, at, k = float(m), end, k + m
             steps += 1
             continue
@@ -541,9 +546,11 @@ def _drain(a: np.ndarray, o: int, n: int, s: float, nx: int, q: float, t: float,
             at = nxt
             if q <= ring - 0.5:
                 q += 1.0
+            else:
+                lost += 1.0
             k += 1
             steps += 1
-    return _INF, k, q, at
+    return _INF, k, q, at, lost
 
 
 @compiled
@@ -586,20 +593,22 @@ def _quiet(st: np.ndarray, wake_at: np.ndarray, who: int, t: float) -> float:
 
 @compiled
 def _polled(a: np.ndarray, o: int, n: int, s: float, k: int, q: float, t: float,
-            until: float, wp: float, ring: float) -> tuple[int, float]:
+            until: float, wp: float, ring: float) -> tuple[int, float, float]:
     """A busy-poller holding q packets at `t`, alone on the core until `until`: its
     arrivals from index k on served as they come, wp each (one finding the ring full
-    lost): the arrivals come by `until`, and what it still holds then (a fluid, as
-    `_drain`'s). A few operations a packet, not two events."""
-    free = t + q * wp  # (when what it holds is done)
+    lost): the arrivals come by `until`, what it still holds then (a fluid, as
+    `_drain`'s) and how many were lost. A few operations a packet, not two events."""
+    free, lost = t + q * wp, 0.0  # (when what it holds is done)
     while k < n:
         x = a[o + k] + s
         if x >= until:
             break
         if max(free - x, 0.0) / wp <= ring - 0.5:
             free = max(free, x) + wp
+        else:
+            lost += 1.0
         k += 1
-    return k, max(free - until, 0.0) / wp
+    return k, max(free - until, 0.0) / wp, lost
 
 
 @compiled
@@ -607,13 +616,15 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                   scale: np.ndarray, gp: np.ndarray, gm: np.ndarray, w: np.ndarray,
                   ti: np.ndarray, ring: np.ndarray, passive: np.ndarray, poll: np.ndarray,
                   flow: np.ndarray, period: np.ndarray, wm: np.ndarray, tau: np.ndarray,
-                  max_events: int, wakes: np.ndarray, empty: np.ndarray) -> None:
+                  max_events: int, wakes: np.ndarray, empty: np.ndarray, lost: np.ndarray
+                  ) -> None:
     """Each group g (row gp[g], columns gm[g] up to -1) followed event by event: a
     sleeper's wake-up (its interrupt starts then, or queues behind the one running), an
     interrupt's end (the next queued starts), a drain's end (before a wake-up at the same
     instant, as in the DES). Column c's arrivals are a[off[c]:][:cnt[p, c]]
     + sh[p, c]. Its counts over the window, past the first wake-up, are scaled to the whole
-    transmission (`scale`: the window's share of it). A busy-poller (`poll`; a watermark
+    transmission (`scale`: the window's share of it); its arrivals that found the ring full,
+    as a share of its arrivals in the window (`lost`). A busy-poller (`poll`; a watermark
     of one for `_sleep`) takes its turns as a drain from the packet it notices, without an
     interrupt, or is a fluid of `flow` packets/s (state _FLOW) while `_keeps_up`; its own
     counts are not written."""
@@ -628,7 +639,7 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
         q, woke = np.zeros(k), np.full(k, -_INF)
         nx = np.zeros(k, dtype=np.int64)
         wake_at = np.full(k, _INF)
-        nw, ne = np.zeros(k), np.zeros(k)
+        nw, ne, nl = np.zeros(k), np.zeros(k), np.zeros(k)
         queue = np.zeros(k + 1, dtype=np.int64)
         head, length, cur, irq_end = 0, 0, -1, _INF
         t = _INF
@@ -636,7 +647,7 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
             c = cs[j]
             t = min(t, a[o[j]] + s[j])
             _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, a[o[j]] + s[j],
-                   ring[p, c], passive[p, c], period[p, c], wm[p, c], tau[p, c])
+                   ring[p, c], passive[p, c], period[p, c], wm[p, c], tau[p, c], nl)
         events = 0
         while events <= max_events:
             events += 1
@@ -667,7 +678,7 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
             if r > 0.0:
                 for j in range(k):
                     if st[j] == _DRAIN:
-                        e, _, _, known = _drain(a, o[j], n[j], s[j], nx[j], q[j], t, r,
+                        e, _, _, known, _ = _drain(a, o[j], n[j], s[j], nx[j], q[j], t, r,
                                                 ring[p, cs[j]], te, LOOK_AHEAD)
                         if e < te or (e == te and what == _WAKE):
                             te, what, who = e, _DRAINED, j
@@ -677,20 +688,21 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                 break
             for j in range(k):  # the drains up to te (the one that ends: below)
                 if st[j] == _DRAIN and not (what == _DRAINED and j == who):
-                    _, nx[j], q[j], _ = _drain(a, o[j], n[j], s[j], nx[j], q[j], t, r,
-                                               ring[p, cs[j]], te, n[j])
+                    _, nx[j], q[j], _, gone = _drain(a, o[j], n[j], s[j], nx[j], q[j], t, r,
+                                                     ring[p, cs[j]], te, n[j])
+                    nl[j] += gone
             t = te
             if what == _IRQ_END:
                 j, c = cur, cs[cur]
                 cur, irq_end = -1, _INF
                 nw[j] += 1.0
                 st[j] = _DRAIN
-                _admit(a, o[j], n[j], s[j], nx, q, j, ring[p, c], t)
+                _admit(a, o[j], n[j], s[j], nx, q, j, ring[p, c], t, nl)
                 if q[j] <= 1e-9:
                     q[j] = 0.0
                     ne[j] += 1.0
                     _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, t, ring[p, c],
-                           passive[p, c], period[p, c], wm[p, c], tau[p, c])
+                           passive[p, c], period[p, c], wm[p, c], tau[p, c], nl)
                 if length > 0:  # (the next one's interrupt starts at once)
                     cur = queue[head]
                     head, length = (head + 1) % (k + 1), length - 1
@@ -704,18 +716,19 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                     st[j], q[j] = _FLOW, 0.0
                     nx[j] = _arrived(a, o[j], n[j], s[j], nx[j], t)
                 elif until > t:  # alone on the core until then: its packets served as they come
-                    nx[j], q[j] = _polled(a, o[j], n[j], s[j], nx[j], q[j], t, until, w[p, c],
-                                          ring[p, c])
+                    nx[j], q[j], gone = _polled(a, o[j], n[j], s[j], nx[j], q[j], t, until,
+                                                w[p, c], ring[p, c])
+                    nl[j] += gone
                     t = until
                     if q[j] > 1e-9:
                         st[j] = _DRAIN
                     else:
                         q[j] = 0.0
                         _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, t,
-                               ring[p, c], passive[p, c], period[p, c], wm[p, c], tau[p, c])
+                               ring[p, c], passive[p, c], period[p, c], wm[p, c], tau[p, c], nl)
                 else:
                     st[j] = _DRAIN
-                    _admit(a, o[j], n[j], s[j], nx, q, j, ring[p, c], t)
+                    _admit(a, o[j], n[j], s[j], nx, q, j, ring[p, c], t, nl)
             elif what == _WAKE:
                 j, c = who, cs[who]
                 m, last = 0, t
@@ -727,7 +740,7 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                     ne[j] += m
                     woke[j] = last
                     _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, last + ti[c],
-                           ring[p, c], True, period[p, c], wm[p, c], tau[p, c])
+                           ring[p, c], True, period[p, c], wm[p, c], tau[p, c], nl)
                 else:
                     st[j], woke[j], wake_at[j] = _WAKING, t, _INF
                     if cur < 0 and length == 0:  # (the core free: its interrupt at once)
@@ -743,7 +756,7 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                     st[j] = _FLOW
                 else:
                     _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, t, ring[p, c],
-                           passive[p, c], period[p, c], wm[p, c], tau[p, c])
+                           passive[p, c], period[p, c], wm[p, c], tau[p, c], nl)
         if events > max_events:
             continue
         for j in range(k):
@@ -753,3 +766,4 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
             f = scale[p, c]
             wakes[p, c] = 1.0 + (nw[j] - 1.0) / f if nw[j] >= 1.0 else 0.0
             empty[p, c] = ne[j] / f
+            lost[p, c] = nl[j] / n[j]

@@ -583,13 +583,15 @@ def test_a_consumer_outliving_its_partner_beside_another_timer_loses_in_both_way
     """The pair above beside an 800 MB stream on another NIC, polled every 158 ms: once
     the partner is gone, a drain that misses the neighbour's work is shorter still (DES
     3.4 % lost). Mixing the partner's absence and the missed neighbour apart — each the
-    larger of two — gave 1.05 %; the four states mixed give 2.0 % (a review)."""
+    larger of two — gave 1.05 %; the four states mixed give 2.0 % (a review). The core
+    of three sleepers is followed wake-up by wake-up, and its losses now come from there
+    too: 22 450 for the DES's 22 448 (thirty-seventh session)."""
     config = backup_pair({"nic": "m", "size": "800MB", "rate": "2Gbit/s"})
     other = NicSetting("passive_wait", poll_interval=158e-3, ring_slots=65536,
                        placement="same_core")
     fast, des = on_host(config, {"t0": BACKUP, "t1": BACKUP, "t2": other})
     assert des[0].packets_dropped > 0.03 * des[0].packets_offered
-    assert 0.015 * fast[0].packets_offered < fast[0].packets_dropped < des[0].packets_dropped
+    assert fast[0].packets_dropped == pytest.approx(des[0].packets_dropped, rel=0.02)
 
 
 def test_a_passive_neighbours_ticks_in_its_burst_gaps_take_the_saturated_ones_core() -> None:

@@ -35,8 +35,8 @@ ROWS = [(2, "case-195", "t2"),  # onoff watermark W=2 beside two passive_wait
 
 
 def nothing_followed(wl: Workload, b: SettingBatch, w: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    return np.full(b.shape, np.nan), np.full(b.shape, np.nan)
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return np.full(b.shape, np.nan), np.full(b.shape, np.nan), np.full(b.shape, np.nan)
 
 
 @pytest.mark.parametrize(("grid", "name", "tid"), ROWS)
@@ -51,10 +51,14 @@ def test_a_core_of_sleepers_wakes_as_in_the_des(grid: int, name: str, tid: str,
     assert abs(closed - des[tid].interrupts) > 0.3 * des[tid].interrupts
     assert fast[tid].interrupts == pytest.approx(des[tid].interrupts, rel=0.01)
     core = settings[tid].irq_core
-    for t, s in settings.items():  # every sleeper of that core, and its CPU with them
+    for t, s in settings.items():  # every sleeper of that core, its CPU and its drops
         if s.irq_core == core:
             assert fast[t].interrupts == pytest.approx(des[t].interrupts, rel=0.05, abs=2)
-            assert fast[t].cpu_busy_s == pytest.approx(des[t].cpu_busy_s, rel=0.05)
+            # (grid 62's case-286/t2, a 64-slot ring that never empties: 31 fewer of its
+            # 7 482 packets lost than in the DES, 6 % more packet work)
+            assert fast[t].cpu_busy_s == pytest.approx(des[t].cpu_busy_s, rel=0.07)
+            assert fast[t].packets_dropped == pytest.approx(des[t].packets_dropped,
+                                                            rel=0.01, abs=5)
 
 
 def two_passive(packets: int, rate: float, arrival: str = "cbr", cores: int = 1,
@@ -89,7 +93,7 @@ def batch_of(config: Config, rows: list[dict[str, NicSetting]]) -> SettingBatch:
                                        for row in rows])
 
 
-def joint(wl: Workload, b: SettingBatch) -> tuple[np.ndarray, np.ndarray]:
+def joint(wl: Workload, b: SettingBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return joint_wakes(wl, b, np.broadcast_to(wl.tp + wl.size * wl.tb_mem, b.shape))
 
 
@@ -115,7 +119,7 @@ def test_only_cores_of_two_sleepers_or_more_are_followed() -> None:
     assert span[0] / 0.2 < WAKE_UPS  # (the fifth row's ticks: too few) ...
     assert span[0] / 0.1 / 40e-6 > LONG_WAKES  # (... a window for 100 of them: too long)
     assert span.sum() / 1e-6 > MAX_WAKES  # (the last row's: too many)
-    wakes, empty = joint(wl, batch_of(config, rows))
+    wakes, empty, _ = joint(wl, batch_of(config, rows))
     assert np.isfinite(wakes[0]).all() and (wakes[0] > 100).all()
     assert np.isnan(wakes[1:]).all() and np.isnan(empty[1:]).all()
 
@@ -180,13 +184,14 @@ def test_a_light_busy_poller_delays_only_the_drains_its_packets_meet(
 
 def test_a_busy_poller_alone_serves_its_packets_as_they_come() -> None:
     """Alone on the core it takes each packet wp after it comes or after the one before
-    (one finding the ring full lost): what it holds when the others next need the core."""
+    (one finding the ring full lost): what it holds when the others next need the core,
+    and how many it lost."""
     a = np.array([0.0, 0.5, 1.0, 4.0, 9.0])
     polled = fast_wakes._polled
-    assert polled(a, 0, a.size, 0.0, 0, 0.0, 0.0, 4.5, 1.0, 8.0) == (4, 0.5)  # 0→1→2→3, 4→5
-    assert polled(a, 0, a.size, 0.0, 0, 0.0, 0.0, 4.5, 1.0, 1.0) == (4, 0.5)  # (1.0 lost)
-    assert polled(a, 0, a.size, 0.0, 0, 2.0, 0.0, 2.5, 1.0, 8.0) == (3, 2.5)  # 2 held: 2→5
-    assert polled(a, 0, a.size, 10.0, 0, 0.0, 0.0, 5.0, 1.0, 8.0) == (0, 0.0)  # (shifted)
+    assert polled(a, 0, a.size, 0.0, 0, 0.0, 0.0, 4.5, 1.0, 8.0) == (4, 0.5, 0)  # 0→1→2→3, 4→5
+    assert polled(a, 0, a.size, 0.0, 0, 0.0, 0.0, 4.5, 1.0, 1.0) == (4, 0.5, 1)  # (1.0 lost)
+    assert polled(a, 0, a.size, 0.0, 0, 2.0, 0.0, 2.5, 1.0, 8.0) == (3, 2.5, 0)  # 2 held: 2→5
+    assert polled(a, 0, a.size, 10.0, 0, 0.0, 0.0, 5.0, 1.0, 8.0) == (0, 0.0, 0)  # (shifted)
 
 
 def test_a_busy_poller_is_a_fluid_only_where_it_keeps_up_beside_long_enough_drains() -> None:
@@ -268,12 +273,12 @@ def test_a_window_too_thin_to_scale_keeps_the_closed_form(monkeypatch: pytest.Mo
     aside = NicSetting("active_wait", irq_core=1)
     pairs = batch_of(config, [{"big": tick, "small": tick, "bursts": aside},
                               {"big": tick, "small": aside, "bursts": tick}])
-    wakes, _ = joint(wl, pairs)
+    wakes = joint(wl, pairs)[0]
     assert np.isnan(wakes).all()
     with monkeypatch.context() as m:  # (what they would be followed as: scaled wrong)
         m.setattr(fast_wakes, "MIN_PACKETS", 0)
         m.setattr(fast_wakes, "ONOFF_CYCLES", 0)
-        wakes, _ = joint(wl, pairs)
+        wakes = joint(wl, pairs)[0]
     assert np.isfinite(wakes[:, :1]).all()
 
 
@@ -442,27 +447,29 @@ def test_a_longer_window_for_ticks_is_followed_below_the_des_window() -> None:
 
 
 def drained_one_by_one(a: np.ndarray, s: float, nx: int, q: float, t: float, r: float,
-                       ring: float, limit: float) -> tuple[float, int, float]:
+                       ring: float, limit: float) -> tuple[float, int, float, int]:
     """`_drain`'s answer, one arrival at a time: (when the ring runs empty, the arrivals
-    come by then, what it holds then)."""
-    at, k = t, nx
+    come by then, what it holds then, how many of them found it full)."""
+    at, k, lost = t, nx, 0
     while True:
         nxt = a[k] + s if k < a.size else np.inf
         empty = at + q / r
         if empty < nxt and empty <= limit:
-            return empty, k, 0.0
+            return empty, k, 0.0, lost
         if nxt > limit:
-            return np.inf, k, q - r * (limit - at)
+            return np.inf, k, q - r * (limit - at), lost
         q -= r * (nxt - at)
         at = nxt
         if q <= ring - 0.5:
             q += 1.0
+        else:
+            lost += 1
         k += 1
 
 
 def test_a_drain_steps_through_the_arrivals_that_may_overflow_as_one_at_a_time() -> None:
     rng = np.random.default_rng(5)
-    checked = 0
+    checked, losses = 0, 0
     for _ in range(300):
         a = np.cumsum(rng.exponential(1.0, 400))
         ring = float(rng.integers(2, 30))
@@ -470,13 +477,15 @@ def test_a_drain_steps_through_the_arrivals_that_may_overflow_as_one_at_a_time()
         q, t = float(rng.uniform(0, ring)), float(rng.uniform(0, 50))
         nx = int(np.searchsorted(a, t + 0.5, "right"))  # (what came before t is in q)
         limit = t + float(rng.uniform(1, 300))
-        end, k, left, _ = fast_wakes._drain(a, 0, a.size, 0.5, nx, q, t, r, ring, limit,
-                                            a.size)
+        end, k, left, _, lost = fast_wakes._drain(a, 0, a.size, 0.5, nx, q, t, r, ring,
+                                                  limit, a.size)
         want = drained_one_by_one(a, 0.5, nx, q, t, r, ring, limit)
         assert (end, k) == pytest.approx(want[:2], rel=1e-9)
         assert left == pytest.approx(want[2], abs=1e-6)
+        assert lost == want[3]
         checked += left > ring - 1.0  # (cases where the ring was full)
-    assert checked > 10
+        losses += lost > 0
+    assert checked > 10 and losses > 10
 
 
 def test_the_window_rules_are_the_des_and_the_arrivals_own() -> None:
