@@ -1,7 +1,7 @@
-"""Shared cores of sleepers (passive_wait, watermark; busy-pollers beside them too),
-followed wake-up by wake-up together (compiled): the joint state of their drains decides
-which ticks a drain outlasts, which no average of the neighbours' load captures
-(docs/engines.md, "Shared hosts").
+"""Shared cores of sleepers (passive_wait, watermark; busy-pollers and active_wait
+consumers beside them too), followed wake-up by wake-up together (compiled): the joint
+state of their drains decides which ticks a drain outlasts, which no average of the
+neighbours' load captures (docs/engines.md, "Shared hosts").
 
 The arrivals are the DES's (`arrival_times`, the same seed) over a window of each core's
 transmissions: every one shortened by one factor, its start too, as the DES's window does,
@@ -24,21 +24,27 @@ more often than its packets and no interrupt runs, it is a fluid taking its rate
 of the core (the others drain at (1 − ρ)/Σ w), with no events of its own; else (an
 interrupt runs, the drains leave it too few turns, or its arrivals are onoff) its packets
 queue and drain as the others' do — alone on the core, served as they come
-(`_polled`). The sleepers' wake-ups (interrupts, empty wake-ups) and the share of their
+(`_polled`). An active_wait consumer's arrivals are events: each one its ring (the
+interrupts not yet started) has room for queues an interrupt (FIFO with the wake-ups);
+when it ends the packet joins the backlog (if it has room) and the backlog drains as a
+request per packet — a turn each, so a drain gets one packet per round of them (as the
+DES's requests). The sleepers' wake-ups (interrupts, empty wake-ups) and the share of their
 arrivals that found the ring full (drops; with them throughput and CPU time) come from
-here; their latency and duration stay the closed form's, and all of a busy-poller's.
+here; their latency and duration stay the closed form's, and all of a busy-poller's
+and an active_wait consumer's.
 A window too short for a consumer's ticks (WAKE_UPS, LONG_TICKS in a
 longer window; unless as long as the DES's) or watermarks, or too thin to scale, or
-holding more than MAX_WAKES ticks, watermarks and onoff pollers' packets, a core past
-MAX_EVENTS, or a core with fewer than two sleepers (one beside busy-pollers: the closed
-form's wait for a poller's one request is nearer the DES at ticks of a few µs) or with an
-active_wait consumer keeps the closed form.
+holding more than MAX_WAKES ticks, watermarks, onoff pollers' and active_wait
+consumers' packets, a core past MAX_EVENTS, or a core with fewer than two sleepers (one
+beside busy-pollers: the closed form's wait for a poller's one request is nearer the DES
+at ticks of a few µs) keeps the closed form.
 
 Cost: a drain that no arrival can overflow before its queue is served jumps there at once
 (the arrivals counted by a galloping search; else it takes those arrivals one at a time,
 a few operations each), and a tick that finds the ring empty on an idle core counts the
 empty ticks up to the next arrival or wake-up at once, as the DES does; so the events are
-about the wake-ups, not the packets. The cores of a call are followed on a thread per CPU.
+about the wake-ups, not the packets (but for active_wait's: three events a packet). The
+cores of a call are followed on a thread per CPU.
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ import numpy as np
 
 from nictune.model import Config, Transmission
 from nictune.simulator.arrivals import ArrivalStream, onoff_bursts
-from nictune.simulator.batch import BUSY, PASSIVE, WATERMARK, SettingBatch
+from nictune.simulator.batch import ACTIVE, BUSY, PASSIVE, WATERMARK, SettingBatch
 from nictune.simulator.compiled import compiled
 from nictune.simulator.des import GROWN_PACKETS as DES_GROWN
 from nictune.simulator.des import MAX_WINDOWS as DES_MAX_WINDOWS
@@ -85,7 +91,7 @@ LOOK_AHEAD = 64  # steps a drain looks ahead per event (a long one advances in a
 LOTS = 16  # lots of cores per thread (they take uneven time: small lots even it out)
 CACHED = 100_000  # cores whose results are kept (a search meets the same ones again)
 _SLEEP, _WAKING, _DRAIN, _DONE, _FLOW = 0, 1, 2, 3, 4  # a consumer's state
-_IRQ_END, _WAKE, _DRAINED, _STEP = 0, 1, 2, 3  # what happens next
+_IRQ_END, _WAKE, _DRAINED, _STEP, _ARRIVE = 0, 1, 2, 3, 4  # what happens next
 _INF = math.inf
 
 
@@ -205,11 +211,11 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Wake-ups, empty wake-ups and the share of its packets lost to a full ring (P, T)
     of every sleeper on a shared core of two sleepers or more (passive_wait, watermark)
-    and any busy-pollers (`w`: every element's work per packet); NaN elsewhere
-    (busy-pollers too, and where the core's window is too short or too busy, or its
-    events pass MAX_EVENTS)."""
+    and any busy-pollers and active_wait consumers (`w`: every element's work per
+    packet); NaN elsewhere (busy-pollers and active_wait too, and where the core's window
+    is too short or too busy, or its events pass MAX_EVENTS)."""
     windows, core, ring = wl.windows, b.irq_core, b.ring_slots.astype(np.float64)
-    passive, poll = b.mode == PASSIVE, b.mode == BUSY
+    passive, poll, active = b.mode == PASSIVE, b.mode == BUSY, b.mode == ACTIVE
     flow = np.where(windows.onoff, 0.0, windows.rate)  # (a poller's packets as a fluid)
     batched = passive | (b.mode == WATERMARK)
     period = np.where(passive, b.poll_interval, 1.0)
@@ -231,14 +237,13 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
         same = on[:, :, None] == on[:, None, :]
         pol = poll[:, cols]
         sleepers = (same & bat[:, None, :]).sum(axis=2)
-        active_mate = (same & ~(bat | pol)[:, None, :]).any(axis=2)
-        ok = bat & (sleepers >= 2) & ~active_mate
+        ok = bat & (sleepers >= 2)
         pas = passive[:, cols]
         load = _loads(windows, cols, w[:, cols], wl.ti[cols], pas, pol, period[:, cols],
                       wm[:, cols])
         full = (same * load[:, None, :]).sum(axis=2) >= SATURATED
-        args = (windows, cols, same, pas, pol, period[:, cols], wm[:, cols], tau[:, cols],
-                full)
+        args = (windows, cols, same, pas, pol, active[:, cols], period[:, cols], wm[:, cols],
+                tau[:, cols], full)
         # the host's own window, or one made longer: where that keeps the closed form, for
         # the core's longest sleeps, holding at most LONG_WAKES wake-ups in all (more would
         # cost more than they tell); where the core is saturated, as long as the DES's
@@ -260,8 +265,9 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
                 continue
             m = cols[np.flatnonzero(same[p, j])]
             # (a poller's flow and notice belong to its column, as the arrivals do)
-            key = m.tobytes() + np.stack([a[p, m] for a in (w, ring, passive, poll, period, wm,
-                                                            tau)]).astype(np.float64).tobytes()
+            key = m.tobytes() + np.stack([a[p, m] for a in (w, ring, passive, poll, active,
+                                                            period, wm, tau)]
+                                         ).astype(np.float64).tobytes()
             if key in windows.done:
                 wakes[p, m], empty[p, m], lost[p, m] = windows.done[key]
                 continue
@@ -288,8 +294,8 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
     def follow(lot: tuple[int, np.ndarray]) -> None:
         h, g = lot
         _follow_cores(windows.buffers[h], windows.offset, count, shift, scale, gp[g], gm[g],
-                      w, wl.ti, ring, passive, poll, flow, period, wm, tau, MAX_EVENTS,
-                      wakes, empty, lost)
+                      w, wl.ti, ring, passive, poll, active, wl.backlog, flow, period, wm, tau,
+                      MAX_EVENTS, wakes, empty, lost)
 
     # the cores are independent (each writes its own cells) and uneven: handed out to the
     # CPUs in small lots as they free up, in `_rounds` that bound the arrivals drawn
@@ -337,12 +343,13 @@ def _rounds(windows: Windows, on_host: np.ndarray, need: np.ndarray, size: int
 
 
 def _sized(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray,
-           pol: np.ndarray, period: np.ndarray, wm: np.ndarray, tau: np.ndarray,
-           full: np.ndarray, longer: bool) -> tuple[np.ndarray, ...]:
+           pol: np.ndarray, act: np.ndarray, period: np.ndarray, wm: np.ndarray,
+           tau: np.ndarray, full: np.ndarray, longer: bool) -> tuple[np.ndarray, ...]:
     """(P, |cols|) each, of the window of every element's core (`_fraction`): its fraction,
     the element's packets in it, whether the core keeps the closed form for it, and the
     ticks, watermarks and timeouts the core's window holds in all — and the packets of
-    its onoff busy-pollers, each of which may be an event (the others' packets take none
+    its active_wait consumers and onoff busy-pollers, each of which may be an event or
+    three (the other pollers' packets take none
     while they are a fluid, and the events they take otherwise are not counted here:
     MAX_EVENTS bounds them).
 
@@ -362,7 +369,8 @@ def _sized(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray
     short = (n < packets) & (thin | np.where(pas, ~des & (ticks < least),
                                               ~pol & (batches < BATCHES)))
     busy = np.where(pas, ticks, np.where(pol, np.where(windows.onoff[cols], n, 0),
-                                         batches + span / np.where(tau > 0, tau, np.inf)))
+                                         np.where(act, n, batches + span / np.where(
+                                             tau > 0, tau, np.inf))))
     return (f, n, (same & short[:, None, :]).any(axis=2),
             (same * busy[:, None, :]).sum(axis=2))
 
@@ -615,9 +623,9 @@ def _polled(a: np.ndarray, o: int, n: int, s: float, k: int, q: float, t: float,
 def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarray,
                   scale: np.ndarray, gp: np.ndarray, gm: np.ndarray, w: np.ndarray,
                   ti: np.ndarray, ring: np.ndarray, passive: np.ndarray, poll: np.ndarray,
-                  flow: np.ndarray, period: np.ndarray, wm: np.ndarray, tau: np.ndarray,
-                  max_events: int, wakes: np.ndarray, empty: np.ndarray, lost: np.ndarray
-                  ) -> None:
+                  active: np.ndarray, backlog: np.ndarray, flow: np.ndarray,
+                  period: np.ndarray, wm: np.ndarray, tau: np.ndarray, max_events: int,
+                  wakes: np.ndarray, empty: np.ndarray, lost: np.ndarray) -> None:
     """Each group g (row gp[g], columns gm[g] up to -1) followed event by event: a
     sleeper's wake-up (its interrupt starts then, or queues behind the one running), an
     interrupt's end (the next queued starts), a drain's end (before a wake-up at the same
@@ -640,21 +648,31 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
         nx = np.zeros(k, dtype=np.int64)
         wake_at = np.full(k, _INF)
         nw, ne, nl = np.zeros(k), np.zeros(k), np.zeros(k)
-        queue = np.zeros(k + 1, dtype=np.int64)
+        act = np.zeros(k, dtype=np.bool_)
+        pend = np.zeros(k, dtype=np.int64)  # (an active_wait consumer's queued interrupts)
+        size = k + 1
+        for j in range(k):
+            act[j] = active[p, cs[j]]
+            if act[j]:
+                size += int(ring[p, cs[j]])
+        queue = np.zeros(size, dtype=np.int64)
         head, length, cur, irq_end = 0, 0, -1, _INF
         t = _INF
         for j in range(k):
             c = cs[j]
             t = min(t, a[o[j]] + s[j])
+            if act[j]:  # (it sleeps until its next arrival, which raises an interrupt)
+                wake_at[j] = a[o[j]] + s[j]
+                continue
             _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, a[o[j]] + s[j],
                    ring[p, c], passive[p, c], period[p, c], wm[p, c], tau[p, c], nl)
         events = 0
         while events <= max_events:
             events += 1
             sw = 0.0
-            for j in range(k):
+            for j in range(k):  # (an active_wait backlog: a request per packet, each a turn)
                 if st[j] == _DRAIN:
-                    sw += w[p, cs[j]]
+                    sw += w[p, cs[j]] * (q[j] if act[j] else 1.0)
             rho, work = 0.0, _queued(st, q, w[p], cs)
             for j in range(k):
                 if st[j] != _FLOW:
@@ -673,14 +691,17 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
             if cur >= 0:
                 te, what, who = irq_end, _IRQ_END, cur
             for j in range(k):
-                if st[j] == _SLEEP and wake_at[j] < te:
+                if act[j] and wake_at[j] < te:
+                    te, what, who = wake_at[j], _ARRIVE, j
+                elif not act[j] and st[j] == _SLEEP and wake_at[j] < te:
                     te, what, who = wake_at[j], _WAKE, j
             if r > 0.0:
                 for j in range(k):
-                    if st[j] == _DRAIN:
-                        e, _, _, known, _ = _drain(a, o[j], n[j], s[j], nx[j], q[j], t, r,
-                                                ring[p, cs[j]], te, LOOK_AHEAD)
-                        if e < te or (e == te and what == _WAKE):
+                    if st[j] == _DRAIN:  # (an active_wait backlog takes no arrivals)
+                        e, _, _, known, _ = _drain(a, o[j], nx[j] if act[j] else n[j], s[j],
+                                                   nx[j], q[j], t, r * (q[j] if act[j] else 1.0),
+                                                   ring[p, cs[j]], te, LOOK_AHEAD)
+                        if e < te or (e == te and what in (_WAKE, _ARRIVE)):
                             te, what, who = e, _DRAINED, j
                         elif known < te:  # (a step: scans stay short, drains long)
                             te, what, who = known, _STEP, -1
@@ -688,11 +709,18 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                 break
             for j in range(k):  # the drains up to te (the one that ends: below)
                 if st[j] == _DRAIN and not (what == _DRAINED and j == who):
-                    _, nx[j], q[j], _, gone = _drain(a, o[j], n[j], s[j], nx[j], q[j], t, r,
-                                                     ring[p, cs[j]], te, n[j])
+                    nn, rj = (nx[j], r * q[j]) if act[j] else (n[j], r)
+                    _, nx[j], q[j], _, gone = _drain(a, o[j], nn, s[j], nx[j], q[j], t, rj,
+                                                     ring[p, cs[j]], te, nn)
                     nl[j] += gone
             t = te
-            if what == _IRQ_END:
+            if what == _IRQ_END and act[cur]:  # (its packet joins the backlog, if room)
+                j, c = cur, cs[cur]
+                cur, irq_end = -1, _INF
+                if q[j] < backlog[c]:
+                    q[j] += 1.0
+                    st[j] = _DRAIN
+            elif what == _IRQ_END:
                 j, c = cur, cs[cur]
                 cur, irq_end = -1, _INF
                 nw[j] += 1.0
@@ -703,10 +731,16 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                     ne[j] += 1.0
                     _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, t, ring[p, c],
                            passive[p, c], period[p, c], wm[p, c], tau[p, c], nl)
-                if length > 0:  # (the next one's interrupt starts at once)
-                    cur = queue[head]
-                    head, length = (head + 1) % (k + 1), length - 1
-                    irq_end = t + ti[cs[cur]]
+            elif what == _ARRIVE:  # (an interrupt for each arrival its ring has room for)
+                j, c = who, cs[who]
+                m = _arrived(a, o[j], n[j], s[j], nx[j], t) - nx[j]
+                taken = min(m, max(int(ring[p, c]) - pend[j], 0))
+                for _ in range(taken):
+                    queue[(head + length) % size] = j
+                    length += 1
+                pend[j] += taken
+                nx[j] += m
+                wake_at[j] = a[o[j] + nx[j]] + s[j] if nx[j] < n[j] else _INF
             elif what == _WAKE and poll[p, cs[who]]:  # (it polls: no interrupt)
                 j, c = who, cs[who]
                 until = _quiet(st, wake_at, j, t) if cur < 0 and length == 0 else t
@@ -743,11 +777,12 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                            ring[p, c], True, period[p, c], wm[p, c], tau[p, c], nl)
                 else:
                     st[j], woke[j], wake_at[j] = _WAKING, t, _INF
-                    if cur < 0 and length == 0:  # (the core free: its interrupt at once)
-                        cur, irq_end = j, t + ti[c]
-                    else:
-                        queue[(head + length) % (k + 1)] = j
-                        length += 1
+                    queue[(head + length) % size] = j
+                    length += 1
+            elif what == _DRAINED and act[who]:  # (its backlog served: it waits)
+                j = who
+                q[j] = 0.0
+                st[j] = _DONE if nx[j] >= n[j] and pend[j] == 0 else _SLEEP
             elif what == _DRAINED:
                 j, c = who, cs[who]
                 nx[j], q[j] = _arrived(a, o[j], n[j], s[j], nx[j], t), 0.0  # all taken
@@ -757,11 +792,16 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                 else:
                     _sleep(a, o[j], n[j], s[j], nx, q, st, wake_at, woke, j, t, ring[p, c],
                            passive[p, c], period[p, c], wm[p, c], tau[p, c], nl)
+            if cur < 0 and length > 0:  # the next queued interrupt starts (FIFO)
+                cur = queue[head]
+                head, length = (head + 1) % size, length - 1
+                irq_end = t + ti[cs[cur]]
+                pend[cur] -= 1 if act[cur] else 0
         if events > max_events:
             continue
         for j in range(k):
             c = cs[j]
-            if poll[p, c]:
+            if poll[p, c] or act[j]:
                 continue
             f = scale[p, c]
             wakes[p, c] = 1.0 + (nw[j] - 1.0) / f if nw[j] >= 1.0 else 0.0

@@ -31,7 +31,11 @@ def grid_case(grid: int, name: str) -> tuple[Config, dict[str, NicSetting]]:
 ROWS = [(2, "case-195", "t2"),  # onoff watermark W=2 beside two passive_wait
         (26, "case-41", "t0"),  # cbr passive_wait every 2 µs
         (62, "case-286", "t0"),  # poisson watermark W=5, 10 µs timeout
-        (68, "case-364", "t2")]  # cbr passive_wait every 5.3 µs
+        (68, "case-364", "t2"),  # cbr passive_wait every 5.3 µs
+        # beside an active_wait consumer (followed since the thirty-seventh session)
+        (25, "case-206", "t0"),  # onoff passive_wait every 48 µs, a 1.2 Mpps partner
+        (26, "case-296", "t0"),  # cbr passive_wait every 217 µs, a watermark, a passive
+        (27, "case-77", "t0")]  # cbr passive_wait every 182 µs beside a Poisson watermark
 
 
 def nothing_followed(wl: Workload, b: SettingBatch, w: np.ndarray
@@ -57,8 +61,8 @@ def test_a_core_of_sleepers_wakes_as_in_the_des(grid: int, name: str, tid: str,
             # (grid 62's case-286/t2, a 64-slot ring that never empties: 31 fewer of its
             # 7 482 packets lost than in the DES, 6 % more packet work)
             assert fast[t].cpu_busy_s == pytest.approx(des[t].cpu_busy_s, rel=0.07)
-            assert fast[t].packets_dropped == pytest.approx(des[t].packets_dropped,
-                                                            rel=0.01, abs=5)
+            assert fast[t].packets_dropped == pytest.approx(
+                des[t].packets_dropped, rel=0.01, abs=0.002 * des[t].packets_offered)
 
 
 def two_passive(packets: int, rate: float, arrival: str = "cbr", cores: int = 1,
@@ -70,6 +74,23 @@ def two_passive(packets: int, rate: float, arrival: str = "cbr", cores: int = 1,
                               "packet_size": 1000, "rate": rate * (1 + 0.3 * i),
                               "arrival": arrival, "start": start * i} for i in range(2)]}
     return parse_config(raw, source="test")
+
+
+def test_an_active_wait_backlog_takes_a_turn_per_packet_beside_the_drains() -> None:
+    """An active_wait stream that takes the whole core (an interrupt and 7 µs of work per
+    4 000-byte packet: fresh grid 83's case-57) beside two sleepers and a busy-poller:
+    each of its backlog's packets is a request of its own, so a drain gets one packet per
+    round of them and the sleepers lose nearly all (DES: 141 and 291 delivered). One turn
+    per consumer, as the drains take, gave them 4 995 and 848."""
+    config, settings = grid_case(83, "case-57")
+    fast = simulate(config, settings, engine="fast")
+    des = simulate(config, settings, engine="des", exact=True)
+    assert [s.mode for s in settings.values()] == ["watermark", "passive_wait", "busy_poll",
+                                                   "active_wait"]
+    assert des[3].cpu_busy_s > 0.95 * des[3].duration_s  # (the stream takes the core)
+    for f, d in zip(fast[:2], des[:2], strict=True):
+        assert d.packets_delivered < 0.05 * d.packets_offered
+        assert f.packets_delivered == pytest.approx(d.packets_delivered, rel=0.1, abs=5)
 
 
 def test_a_long_transmission_is_followed_over_a_window_and_scaled() -> None:
@@ -100,7 +121,8 @@ def joint(wl: Workload, b: SettingBatch) -> tuple[np.ndarray, np.ndarray, np.nda
 def test_only_cores_of_two_sleepers_or_more_are_followed() -> None:
     """A sleeper alone on its core, or beside an active_wait consumer or busy-pollers alone
     (the closed form's wait for a poller's one request is nearer the DES there: test_fast's
-    archetypes), keeps the closed form (NaN here); so does a window too short for its
+    archetypes; two sleepers beside active_wait are followed: ROWS), keeps the closed
+    form (NaN here); so does a window too short for its
     ticks (and whose longer window would hold more than LONG_WAKES of the neighbour's),
     or holding more ticks than MAX_WAKES."""
     config = two_passive(200_000, 300_000, cores=2)
@@ -147,7 +169,7 @@ def test_sleepers_beside_a_busy_poller_wake_as_in_the_des(arrival: str,
     config, settings = poller_beside_sleepers(arrival)
     des = [m.interrupts for m in simulate(config, settings, engine="des", exact=True)]
     fast = [m.interrupts for m in simulate(config, settings, engine="fast")]
-    monkeypatch.setattr(fast_wakes, "BUSY", -1)  # (no poller: the core not followed)
+    monkeypatch.setattr(fast_engine, "joint_wakes", nothing_followed)  # (the closed form)
     closed = [m.interrupts for m in simulate(config, settings, engine="fast")]
     assert fast[:2] == pytest.approx(des[:2], rel=0.02, abs=1)
     assert abs(closed[0] - des[0]) > 0.1 * des[0]
@@ -176,7 +198,7 @@ def test_a_light_busy_poller_delays_only_the_drains_its_packets_meet(
                 "p": NicSetting("busy_poll", ring_slots=1024)}
     des = simulate(config, settings, engine="des", exact=True)[0].interrupts
     fast = simulate(config, settings, engine="fast")[0].interrupts
-    monkeypatch.setattr(fast_wakes, "BUSY", -1)  # (no poller: the core not followed)
+    monkeypatch.setattr(fast_engine, "joint_wakes", nothing_followed)  # (the closed form)
     closed = simulate(config, settings, engine="fast")[0].interrupts
     assert fast == pytest.approx(des, rel=0.01)
     assert closed < 0.9 * des
