@@ -209,11 +209,12 @@ class Windows:
 
 def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Wake-ups, empty wake-ups and the share of its packets lost to a full ring (P, T)
-    of every sleeper on a shared core of two sleepers or more (passive_wait, watermark)
-    and any busy-pollers and active_wait consumers (`w`: every element's work per
-    packet); NaN elsewhere (busy-pollers and active_wait too, and where the core's window
-    is too short or too busy, or its events pass MAX_EVENTS)."""
+    """Wake-ups, empty wake-ups and the share of its packets lost to a full ring (P, T;
+    the last only where its window is as long as the DES's) of every sleeper on a shared
+    core of two sleepers or more (passive_wait, watermark) and any busy-pollers and
+    active_wait consumers (`w`: every element's work per packet); NaN elsewhere
+    (busy-pollers and active_wait too, and where the core's window is too short or too
+    busy, or its events pass MAX_EVENTS)."""
     windows, core, ring = wl.windows, b.irq_core, b.ring_slots.astype(np.float64)
     passive, poll, active = b.mode == PASSIVE, b.mode == BUSY, b.mode == ACTIVE
     flow = np.where(windows.onoff, 0.0, windows.rate)  # (a poller's packets as a fluid)
@@ -226,6 +227,7 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
     count = np.zeros(shape, dtype=np.int64)  # each one's packets in its core's window
     scale = np.ones(shape)  # what the window holds of each one's ticks or packets
     shift = np.zeros(shape)  # its start in the window
+    as_des = np.zeros(shape, dtype=bool)  # its window as long as the DES's
     members: list[np.ndarray] = []
     rows: list[int] = []
     hosts: list[int] = []
@@ -249,12 +251,13 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
         # cost more than they tell); where the core is saturated, as long as the DES's
         # (its queues fill for longer than the host's window: its start is no sample of
         # the whole), holding at most MAX_WAKES
-        f, n, spoiled, busy = _sized(*args, longer=False)
-        f_long, n_long, spoiled_long, busy_long = _sized(*args, longer=True)
+        f, n, spoiled, busy, whole = _sized(*args, longer=False)
+        f_long, n_long, spoiled_long, busy_long, whole_long = _sized(*args, longer=True)
         long = (f_long > f) & ((spoiled & (busy_long <= LONG_WAKES))
                                | (full & (busy_long <= MAX_WAKES)))
         f, n = np.where(long, f_long, f), np.where(long, n_long, n)
         spoiled, busy = np.where(long, spoiled_long, spoiled), np.where(long, busy_long, busy)
+        as_des[:, cols] = np.where(long, whole_long, whole)
         ok &= ~spoiled & (busy <= MAX_WAKES)
         count[:, cols] = n
         scale[:, cols] = np.where(pas, windows.time_share(n, cols), n / windows.packets[cols])
@@ -308,6 +311,9 @@ def joint_wakes(wl: Workload, b: SettingBatch, w: np.ndarray
             list(pool.map(follow, lots))
             if drawn:
                 windows.trim(drawn)
+    # (the drops over a window shorter than the DES's are no sample of the whole: where
+    # they start late, the DES grows its window; the closed form's stay)
+    lost[~as_des] = np.nan
     for (p0, m0), p, m in again:
         wakes[p, m], empty[p, m], lost[p, m] = wakes[p0, m0], empty[p0, m0], lost[p0, m0]
     if len(windows.done) > CACHED:
@@ -346,7 +352,7 @@ def _sized(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray
            pol: np.ndarray, act: np.ndarray, period: np.ndarray, wm: np.ndarray,
            tau: np.ndarray, full: np.ndarray, longer: bool) -> tuple[np.ndarray, ...]:
     """(P, |cols|) each, of the window of every element's core (`_fraction`): its fraction,
-    the element's packets in it, whether the core keeps the closed form for it, and the
+    the element's packets in it, whether the core keeps the closed form for it, the
     ticks, watermarks and timeouts the core's window holds in all — and the packets of
     its active_wait consumers and onoff busy-pollers, each of which may be an event or
     three (the other pollers' packets take none
@@ -356,7 +362,8 @@ def _sized(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray
     A window too short for a member's ticks (WAKE_UPS; a longer window, which CORE_PACKETS
     may cut, LONG_TICKS — the closed form is further off than counts over that many;
     none if it is as long as the DES's) or watermarks (the DES's window holds BATCHES of
-    them at least), or too thin to scale, spoils the whole core."""
+    them at least), or too thin to scale, spoils the whole core. Last, whether the
+    element's window is as long as the DES's."""
     f, des = _fraction(windows, cols, same, pas, pol, period, wm, tau, full, longer)
     packets = windows.packets[cols]
     n = np.clip(np.ceil(packets * f).astype(np.int64), 1, windows.most[cols])
@@ -372,7 +379,7 @@ def _sized(windows: Windows, cols: np.ndarray, same: np.ndarray, pas: np.ndarray
                                          np.where(act, n, batches + span / np.where(
                                              tau > 0, tau, np.inf))))
     return (f, n, (same & short[:, None, :]).any(axis=2),
-            (same * busy[:, None, :]).sum(axis=2))
+            (same * busy[:, None, :]).sum(axis=2), des)
 
 
 def _loads(windows: Windows, cols: np.ndarray, w: np.ndarray, ti: np.ndarray,
@@ -687,7 +694,7 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                     st[j] = _DRAIN
                     sw += w[p, c]
             r = max(1.0 - rho, 0.0) / sw if cur < 0 and sw > 0.0 else 0.0
-            te, what, who = _INF, -1, -1
+            te, what, who, ahead = _INF, -1, -1, 0.0
             if cur >= 0:
                 te, what, who = irq_end, _IRQ_END, cur
             for j in range(k):
@@ -698,11 +705,12 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
             if r > 0.0:
                 for j in range(k):
                     if st[j] == _DRAIN:  # (an active_wait backlog takes no arrivals)
-                        e, _, _, known, _ = _drain(a, o[j], nx[j] if act[j] else n[j], s[j],
-                                                   nx[j], q[j], t, r * (q[j] if act[j] else 1.0),
-                                                   ring[p, cs[j]], te, LOOK_AHEAD)
+                        e, _, _, known, gone = _drain(a, o[j], nx[j] if act[j] else n[j],
+                                                      s[j], nx[j], q[j], t,
+                                                      r * (q[j] if act[j] else 1.0),
+                                                      ring[p, cs[j]], te, LOOK_AHEAD)
                         if e < te or (e == te and what in (_WAKE, _ARRIVE)):
-                            te, what, who = e, _DRAINED, j
+                            te, what, who, ahead = e, _DRAINED, j, gone
                         elif known < te:  # (a step: scans stay short, drains long)
                             te, what, who = known, _STEP, -1
             if te == _INF:
@@ -785,6 +793,7 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                 st[j] = _DONE if nx[j] >= n[j] and pend[j] == 0 else _SLEEP
             elif what == _DRAINED:
                 j, c = who, cs[who]
+                nl[j] += ahead  # (lost on the way, as the look-ahead found)
                 nx[j], q[j] = _arrived(a, o[j], n[j], s[j], nx[j], t), 0.0  # all taken
                 if poll[p, c] and _keeps_up(flow[c], w[p, c], sw - w[p, c],
                                             _queued(st, q, w[p], cs), rho, cur):

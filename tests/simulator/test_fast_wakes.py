@@ -58,11 +58,9 @@ def test_a_core_of_sleepers_wakes_as_in_the_des(grid: int, name: str, tid: str,
     for t, s in settings.items():  # every sleeper of that core, its CPU and its drops
         if s.irq_core == core:
             assert fast[t].interrupts == pytest.approx(des[t].interrupts, rel=0.05, abs=2)
-            # (grid 62's case-286/t2, a 64-slot ring that never empties: 31 fewer of its
-            # 7 482 packets lost than in the DES, 6 % more packet work)
-            assert fast[t].cpu_busy_s == pytest.approx(des[t].cpu_busy_s, rel=0.07)
+            assert fast[t].cpu_busy_s == pytest.approx(des[t].cpu_busy_s, rel=0.05)
             assert fast[t].packets_dropped == pytest.approx(
-                des[t].packets_dropped, rel=0.01, abs=0.002 * des[t].packets_offered)
+                des[t].packets_dropped, rel=0.002, abs=0.002 * des[t].packets_offered)
 
 
 def two_passive(packets: int, rate: float, arrival: str = "cbr", cores: int = 1,
@@ -91,6 +89,24 @@ def test_an_active_wait_backlog_takes_a_turn_per_packet_beside_the_drains() -> N
     for f, d in zip(fast[:2], des[:2], strict=True):
         assert d.packets_delivered < 0.05 * d.packets_offered
         assert f.packets_delivered == pytest.approx(d.packets_delivered, rel=0.1, abs=5)
+
+
+def test_drops_come_from_a_window_only_as_long_as_the_des_s() -> None:
+    """Where the window is a tenth of the transmission, drops that start late would be
+    missed (the DES grows its window there): its share lost is NaN and the closed form's
+    stays; over the whole transmission it is the window's, counted through the drains'
+    look-ahead too (grid 62's case-286/t2 lost 31 fewer than the DES's 6 969 without)."""
+    tick = NicSetting("passive_wait", poll_interval=40e-6, ring_slots=64)
+    for packets, whole in ((200_000, False), (20_000, True)):
+        config = two_passive(packets, 300_000)
+        wl = Workload.build(config, config.transmissions)
+        wakes, _, lost = joint(wl, batch_of(config, [{"t0": tick, "t1": tick}]))
+        assert np.isfinite(wakes).all()
+        assert np.isfinite(lost).all() == whole and np.isnan(lost).all() != whole
+    config, settings = grid_case(62, "case-286")
+    fast = simulate(config, settings, engine="fast")[2]
+    des = simulate(config, settings, engine="des", exact=True)[2]
+    assert fast.packets_dropped == pytest.approx(des.packets_dropped, abs=3)
 
 
 def test_a_long_transmission_is_followed_over_a_window_and_scaled() -> None:
