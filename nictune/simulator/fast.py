@@ -303,7 +303,7 @@ def _evaluate(wl: Workload, b: SettingBatch) -> dict[str, np.ndarray]:
     res["interrupts"] = np.where(pas, np.minimum(res["interrupts"], ticks), res["interrupts"])
     res["empty"] = np.minimum(res["empty"], res["interrupts"])
     _first_wake(wl, b, w, pas, wat & (wl.n[None, :] < wm), period, tau, res)
-    if wl.groups:  # a core of sleepers (and busy-pollers): their wake-ups followed together
+    if wl.groups:  # a core of sleepers (and their neighbours): their wake-ups followed
         wakes, empty, lost = joint_wakes(wl, b, w)
         known = np.isfinite(wakes)
         res["interrupts"] = np.where(known, wakes, res["interrupts"])

@@ -635,14 +635,17 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                   wakes: np.ndarray, empty: np.ndarray, lost: np.ndarray) -> None:
     """Each group g (row gp[g], columns gm[g] up to -1) followed event by event: a
     sleeper's wake-up (its interrupt starts then, or queues behind the one running), an
-    interrupt's end (the next queued starts), a drain's end (before a wake-up at the same
-    instant, as in the DES). Column c's arrivals are a[off[c]:][:cnt[p, c]]
+    active_wait consumer's arrival (an interrupt queued for each its ring has room for),
+    an interrupt's end (the next queued starts), a drain's end (before a wake-up or an
+    arrival at the same instant, as in the DES), or a drain's step (`_STEP`: a long one
+    advances in several). Column c's arrivals are a[off[c]:][:cnt[p, c]]
     + sh[p, c]. Its counts over the window, past the first wake-up, are scaled to the whole
     transmission (`scale`: the window's share of it); its arrivals that found the ring full,
     as a share of its arrivals in the window (`lost`). A busy-poller (`poll`; a watermark
     of one for `_sleep`) takes its turns as a drain from the packet it notices, without an
-    interrupt, or is a fluid of `flow` packets/s (state _FLOW) while `_keeps_up`; its own
-    counts are not written."""
+    interrupt, or is a fluid of `flow` packets/s (state _FLOW) while `_keeps_up`; an
+    active_wait consumer's (`active`) backlog (at most `backlog`) drains a turn per
+    packet. The busy-pollers' and active_wait consumers' own counts are not written."""
     for g in range(gp.size):
         p = gp[g]
         k = 0
