@@ -109,6 +109,29 @@ def test_drops_come_from_a_window_only_as_long_as_the_des_s() -> None:
     assert fast.packets_dropped == pytest.approx(des.packets_dropped, abs=3)
 
 
+def test_the_kept_cores_tell_an_active_wait_neighbour_from_a_watermark_of_one() -> None:
+    """Two sleepers beside a third consumer that is active_wait in one row and a
+    watermark of one without a timeout in the other — the same columns, rings and work,
+    so only the mode tells them apart in the key of the cores kept between calls: each
+    row gives what it gives alone, whichever came first."""
+    config = one_host({"a": (20_000, 200_000, {}), "b": (20_000, 150_000, {}),
+                       "c": (20_000, 180_000, {"arrival": "poisson"})})
+    tick = NicSetting("passive_wait", poll_interval=30e-6, ring_slots=1024)
+    rows = [{"a": tick, "b": tick, "c": NicSetting(mode, watermark=1, watermark_timeout=0.0,
+                                                   ring_slots=1024) if mode == "watermark"
+             else NicSetting(mode, ring_slots=1024)} for mode in ("active_wait", "watermark")]
+    alone = []
+    for row in rows:
+        wl = Workload.build(config, config.transmissions)
+        alone.append(joint(wl, batch_of(config, [row]))[0][0])
+    assert np.isfinite(alone[0][:2]).all() and not np.allclose(alone[0][:2], alone[1][:2])
+    for order in (rows, rows[::-1]):
+        wl = Workload.build(config, config.transmissions)
+        for row in order:
+            got = joint(wl, batch_of(config, [row]))[0][0]
+            np.testing.assert_array_equal(got, alone[rows.index(row)])
+
+
 def test_a_long_transmission_is_followed_over_a_window_and_scaled() -> None:
     """200 000 packets each: the window holds a tenth of them (and of the time), its
     wake-ups past the first scaled by ten — within 2 % of the DES's every packet."""
