@@ -109,6 +109,26 @@ def test_drops_come_from_a_window_only_as_long_as_the_des_s() -> None:
     assert fast.packets_dropped == pytest.approx(des.packets_dropped, abs=3)
 
 
+def test_an_active_wait_stream_past_its_ring_and_backlog_is_followed_as_in_the_des() -> None:
+    """An active_wait stream at 400 000 packets/s, 1.4 cores of interrupts and work: its
+    64-slot ring of interrupts not yet started and its backlog both fill (the DES drops
+    98 % of it), beside two sleepers: the core is followed through that (the queue never
+    holds more than the rings allow) and the sleepers wake as in the DES."""
+    config = one_host({"a": (20_000, 50_000, {}), "b": (20_000, 40_000, {"arrival": "poisson"}),
+                       "c": (60_000, 400_000, {"arrival": "poisson"})})
+    settings = {"a": NicSetting("passive_wait", poll_interval=100e-6, ring_slots=1024),
+                "b": NicSetting("watermark", watermark=16, watermark_timeout=1e-3,
+                                ring_slots=1024),
+                "c": NicSetting("active_wait", ring_slots=64)}
+    wl = Workload.build(config, config.transmissions)
+    assert np.isfinite(joint(wl, batch_of(config, [settings]))[0][0, :2]).all()
+    fast = simulate(config, settings, engine="fast")
+    des = simulate(config, settings, engine="des", exact=True)
+    assert des[2].packets_dropped > 0.9 * des[2].packets_offered
+    for f, d in zip(fast[:2], des[:2], strict=True):
+        assert f.interrupts == pytest.approx(d.interrupts, rel=0.02)
+
+
 def test_the_kept_cores_tell_an_active_wait_neighbour_from_a_watermark_of_one() -> None:
     """Two sleepers beside a third consumer that is active_wait in one row and a
     watermark of one without a timeout in the other — the same columns, rings and work,
