@@ -608,22 +608,28 @@ def _quiet(st: np.ndarray, wake_at: np.ndarray, who: int, t: float) -> float:
 
 @compiled
 def _polled(a: np.ndarray, o: int, n: int, s: float, k: int, q: float, t: float,
-            until: float, wp: float, ring: float) -> tuple[int, float, float]:
+            until: float, wp: float, ring: float) -> tuple[int, float]:
     """A busy-poller holding q packets at `t`, alone on the core until `until`: its
     arrivals from index k on served as they come, wp each (one finding the ring full
-    lost): the arrivals come by `until`, what it still holds then (a fluid, as
-    `_drain`'s) and how many were lost. A few operations a packet, not two events."""
-    free, lost = t + q * wp, 0.0  # (when what it holds is done)
+    lost): the arrivals come by `until`, and what it still holds then (a fluid, as
+    `_drain`'s). A few operations a packet, not two events."""
+    free = t + q * wp  # (when what it holds is done)
     while k < n:
         x = a[o + k] + s
         if x >= until:
             break
         if max(free - x, 0.0) / wp <= ring - 0.5:
             free = max(free, x) + wp
-        else:
-            lost += 1.0
         k += 1
-    return k, max(free - until, 0.0) / wp, lost
+    return k, max(free - until, 0.0) / wp
+
+
+@compiled
+def _served(act: bool, n: int, nx: int, q: float, r: float) -> tuple[int, float]:
+    """How a drain of q packets is served at a round of r turns/s: (the arrivals it may
+    take in, its rate). An active_wait backlog takes none (they come by interrupts) and
+    has a turn per packet."""
+    return (nx, r * q) if act else (n, r)
 
 
 @compiled
@@ -707,10 +713,9 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                     te, what, who = wake_at[j], _WAKE, j
             if r > 0.0:
                 for j in range(k):
-                    if st[j] == _DRAIN:  # (an active_wait backlog takes no arrivals)
-                        e, _, _, known, gone = _drain(a, o[j], nx[j] if act[j] else n[j],
-                                                      s[j], nx[j], q[j], t,
-                                                      r * (q[j] if act[j] else 1.0),
+                    if st[j] == _DRAIN:
+                        nn, rj = _served(act[j], n[j], nx[j], q[j], r)
+                        e, _, _, known, gone = _drain(a, o[j], nn, s[j], nx[j], q[j], t, rj,
                                                       ring[p, cs[j]], te, LOOK_AHEAD)
                         if e < te or (e == te and what in (_WAKE, _ARRIVE)):
                             te, what, who, ahead = e, _DRAINED, j, gone
@@ -720,7 +725,7 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                 break
             for j in range(k):  # the drains up to te (the one that ends: below)
                 if st[j] == _DRAIN and not (what == _DRAINED and j == who):
-                    nn, rj = (nx[j], r * q[j]) if act[j] else (n[j], r)
+                    nn, rj = _served(act[j], n[j], nx[j], q[j], r)
                     _, nx[j], q[j], _, gone = _drain(a, o[j], nn, s[j], nx[j], q[j], t, rj,
                                                      ring[p, cs[j]], te, nn)
                     nl[j] += gone
@@ -761,9 +766,8 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                     st[j], q[j] = _FLOW, 0.0
                     nx[j] = _arrived(a, o[j], n[j], s[j], nx[j], t)
                 elif until > t:  # alone on the core until then: its packets served as they come
-                    nx[j], q[j], gone = _polled(a, o[j], n[j], s[j], nx[j], q[j], t, until,
-                                                w[p, c], ring[p, c])
-                    nl[j] += gone
+                    nx[j], q[j] = _polled(a, o[j], n[j], s[j], nx[j], q[j], t, until, w[p, c],
+                                          ring[p, c])
                     t = until
                     if q[j] > 1e-9:
                         st[j] = _DRAIN
@@ -808,7 +812,8 @@ def _follow_cores(a: np.ndarray, off: np.ndarray, cnt: np.ndarray, sh: np.ndarra
                 cur = queue[head]
                 head, length = (head + 1) % size, length - 1
                 irq_end = t + ti[cs[cur]]
-                pend[cur] -= 1 if act[cur] else 0
+                if act[cur]:
+                    pend[cur] -= 1
         if events > max_events:
             continue
         for j in range(k):
